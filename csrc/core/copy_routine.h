@@ -1,0 +1,252 @@
+// The per-work-item copy logic shared by every backend: the SYCL kernel source (compiled ahead of time by
+// icpx or at run time by SYCL's kernel compiler) and the CUDA twin both include this header and only supply
+// a small "Group" adapter (ids, barriers, a group scan and two scratch arrays in local memory).
+//
+// Work model. A batch is a list of entries; entry i copies `rows` rows of `row_bytes` bytes from `src` to
+// `dst` (rows == 1 is a plain memmove of row_bytes bytes). Each entry is cut into units of about
+// kChunkBytes, so work is divided by bytes, not by entries. Unit k of the whole batch belongs to work-group
+// k % num_groups: a huge entry is spread over every group, and thousands of tiny entries are shared out a
+// few per group. Nothing about the sizes has to be known on the host: every group scans the entries' unit
+// counts itself (one group scan per tile of entries) and then its sub-groups take its units round-robin.
+//
+// Overlap. An entry whose source and destination ranges overlap (memmove) is done by a single sub-group in
+// the safe direction, with a sub-group barrier between the loads and the stores of each step. Rows of one
+// entry must not overlap other rows, and entries must not overlap each other (documented contract).
+//
+// All address arithmetic is on uint64_t: XPU device pointers have bit 63 set.
+#pragma once
+
+#ifndef XSC_CHUNK_BYTES
+#define XSC_CHUNK_BYTES 16384
+#endif
+
+#if defined(__CUDACC__)
+#define XSC_FN __device__ __forceinline__
+#else
+#define XSC_FN inline
+#endif
+
+namespace xsc {
+
+typedef unsigned long long u64;
+typedef long long i64;
+
+constexpr i64 kChunkBytes = XSC_CHUNK_BYTES;
+constexpr int kUnroll = 4;  // independent loads in flight per work-item before its stores
+
+struct alignas(16) Word16 {
+  u64 lo, hi;
+};
+
+// One entry of a batch, as the kernel sees it.
+struct Span {
+  u64 src, dst;
+  i64 row_bytes;  // bytes per row (the whole entry when rows == 1)
+  i64 rows;
+  u64 src_stride, dst_stride;  // bytes between rows
+};
+
+XSC_FN i64 rows_per_unit(i64 row_bytes) {
+  i64 r = kChunkBytes / (row_bytes > 0 ? row_bytes : 1);
+  return r > 0 ? r : 1;
+}
+
+// Units an entry is cut into; 0 for an empty entry.
+XSC_FN i64 units_of(i64 rows, i64 row_bytes) {
+  if (rows <= 0 || row_bytes <= 0) return 0;
+  if (rows == 1) return (row_bytes + kChunkBytes - 1) / kChunkBytes;
+  i64 rpu = rows_per_unit(row_bytes);
+  return (rows + rpu - 1) / rpu;
+}
+
+// Widest access (1..16 bytes) that keeps both sides aligned once the destination is aligned.
+XSC_FN int common_width(u64 src, u64 dst) {
+  u64 mis = (src ^ dst) & 15u;
+  if (mis == 0) return 16;
+  if ((mis & 7u) == 0) return 8;
+  if ((mis & 3u) == 0) return 4;
+  if ((mis & 1u) == 0) return 2;
+  return 1;
+}
+
+XSC_FN bool ranges_overlap(u64 src, u64 dst, i64 bytes) {
+  return dst < src + (u64)bytes && src < dst + (u64)bytes;
+}
+
+// Sub-group copy of `count` words of type W; both pointers W-aligned. With `ordered`, the range may overlap
+// and is walked in the safe direction, loads of a step separated from its stores by a sub-group barrier.
+template <class W, class G>
+XSC_FN void sg_copy_words(G& g, u64 src, u64 dst, i64 count, bool ordered) {
+  const W* s = (const W*)src;
+  W* d = (W*)dst;
+  const i64 lanes = g.sg_size();
+  const i64 lane = g.sg_lane();
+  const i64 step = lanes * kUnroll;
+  const bool backward = ordered && dst > src;
+  const i64 steps = (count + step - 1) / step;
+  for (i64 n = 0; n < steps; ++n) {
+    const i64 base = (backward ? steps - 1 - n : n) * step;
+    W v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      i64 i = base + u * lanes + lane;
+      if (i < count) v[u] = s[i];
+    }
+    if (ordered) g.sg_barrier();
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      i64 i = base + u * lanes + lane;
+      if (i < count) d[i] = v[u];
+    }
+  }
+}
+
+template <class G>
+XSC_FN void sg_copy_bytes(G& g, u64 src, u64 dst, i64 count, bool ordered) {
+  sg_copy_words<unsigned char>(g, src, dst, count, ordered);
+}
+
+template <class W, class G>
+XSC_FN void sg_copy_aligned(G& g, u64 src, u64 dst, i64 len, bool ordered) {
+  const u64 w = sizeof(W);
+  i64 head = (i64)((w - (dst & (w - 1))) & (w - 1));
+  if (head > len) head = len;
+  const i64 words = (len - head) / (i64)w;
+  const i64 body = words * (i64)w;
+  const i64 tail = len - head - body;
+  const bool backward = ordered && dst > src;
+  // Safe order for an overlapping range: forward = head, body, tail; backward = tail, body, head.
+  if (!backward) sg_copy_bytes(g, src, dst, head, ordered);
+  else sg_copy_bytes(g, src + head + body, dst + head + body, tail, ordered);
+  if (ordered) g.sg_barrier();
+  sg_copy_words<W>(g, src + head, dst + head, words, ordered);
+  if (ordered) g.sg_barrier();
+  if (!backward) sg_copy_bytes(g, src + head + body, dst + head + body, tail, ordered);
+  else sg_copy_bytes(g, src, dst, head, ordered);
+}
+
+// One contiguous range copied by one sub-group, with the widest accesses its alignment allows.
+template <class G>
+XSC_FN void sg_copy_range(G& g, u64 src, u64 dst, i64 len, bool ordered) {
+  switch (common_width(src, dst)) {
+    case 16: sg_copy_aligned<Word16>(g, src, dst, len, ordered); break;
+    case 8: sg_copy_aligned<u64>(g, src, dst, len, ordered); break;
+    case 4: sg_copy_aligned<unsigned int>(g, src, dst, len, ordered); break;
+    case 2: sg_copy_aligned<unsigned short>(g, src, dst, len, ordered); break;
+    default: sg_copy_bytes(g, src, dst, len, ordered); break;
+  }
+}
+
+// A short row copied by one work-item alone: a plain sequential memmove, safe for an in-row shift.
+XSC_FN void item_memmove(u64 src, u64 dst, i64 len) {
+  const unsigned char* s = (const unsigned char*)src;
+  unsigned char* d = (unsigned char*)dst;
+  if (dst <= src) {
+    for (i64 i = 0; i < len; ++i) d[i] = s[i];
+  } else {
+    for (i64 i = len - 1; i >= 0; --i) d[i] = s[i];
+  }
+}
+
+// Rows shorter than this are copied one row per work-item; longer ones one row per sub-group.
+constexpr i64 kShortRowBytes = 256;
+
+// Copy unit `unit` of entry `e` on the calling sub-group.
+template <class G>
+XSC_FN void copy_unit(G& g, const Span& e, i64 unit) {
+  if (e.rows == 1) {
+    if (e.src == e.dst) return;  // memmove onto itself
+    if (ranges_overlap(e.src, e.dst, e.row_bytes)) {
+      // Chunks of an overlapping range cannot run in parallel: unit 0 does it all, in order.
+      if (unit == 0) sg_copy_range(g, e.src, e.dst, e.row_bytes, true);
+      return;
+    }
+    const i64 off = unit * kChunkBytes;
+    i64 len = e.row_bytes - off;
+    if (len > kChunkBytes) len = kChunkBytes;
+    sg_copy_range(g, e.src + (u64)off, e.dst + (u64)off, len, false);
+    return;
+  }
+  const i64 rpu = rows_per_unit(e.row_bytes);
+  const i64 first = unit * rpu;
+  i64 last = first + rpu;
+  if (last > e.rows) last = e.rows;
+  if (e.row_bytes < kShortRowBytes) {
+    for (i64 r = first + g.sg_lane(); r < last; r += g.sg_size())
+      item_memmove(e.src + (u64)r * e.src_stride, e.dst + (u64)r * e.dst_stride, e.row_bytes);
+    return;
+  }
+  for (i64 r = first; r < last; ++r) {
+    u64 s = e.src + (u64)r * e.src_stride, d = e.dst + (u64)r * e.dst_stride;
+    if (s != d) sg_copy_range(g, s, d, e.row_bytes, ranges_overlap(s, d, e.row_bytes));
+  }
+}
+
+// The whole batch, called by every work-item of every group. `Source` yields count(), units(i), span(i).
+// g.scratch_start() / g.scratch_first() are local-memory arrays of local_size() entries each.
+template <class G, class Source>
+XSC_FN void run_batch(G& g, const Source& src) {
+  const i64 n = src.count();
+  const i64 groups = g.num_groups();
+  const i64 me = g.group_id();
+  const i64 tile = g.local_size();
+  const i64 t = g.local_id();
+  i64* start = g.scratch_start();  // first position, in this group's unit list, of entry tile+t
+  i64* first = g.scratch_first();  // entry tile+t's first unit owned by this group
+  i64 units_before = 0;            // units of all entries before this tile (same on every work-item)
+  for (i64 base = 0; base < n; base += tile) {
+    const i64 e = base + t;
+    const i64 u = e < n ? src.units(e) : 0;
+    i64 tile_units = 0;
+    const i64 k0 = units_before + g.exclusive_scan(u, &tile_units);
+    // Units k of this entry with k % groups == me: the first is k0 + r, then every `groups`-th.
+    const i64 r = ((me - k0 % groups) % groups + groups) % groups;
+    const i64 mine = r < u ? (u - 1 - r) / groups + 1 : 0;
+    i64 my_units = 0;
+    const i64 pos = g.exclusive_scan(mine, &my_units);
+    start[t] = pos;
+    first[t] = r;
+    g.barrier();
+    for (i64 j = g.sg_id(); j < my_units; j += g.num_sgs()) {
+      // The owner of list position j is the last entry whose start is <= j (entries with none share
+      // the next one's start, and the last such one is the owner).
+      i64 lo = 0, hi = tile - 1;
+      while (lo < hi) {
+        i64 mid = (lo + hi + 1) / 2;
+        if (start[mid] <= j) lo = mid;
+        else hi = mid - 1;
+      }
+      const i64 unit = first[lo] + (j - start[lo]) * groups;
+      copy_unit(g, src.span(base + lo), unit);
+    }
+    g.barrier();  // the scratch arrays are rewritten by the next tile
+    units_before += tile_units;
+  }
+}
+
+// Entries given as tables of addresses and byte counts (the batch_memcpy op).
+struct PointerTableSource {
+  const u64* src;
+  const u64* dst;
+  const void* sizes;
+  int sizes_are_64bit;
+  i64 n;
+
+  XSC_FN i64 count() const { return n; }
+  XSC_FN i64 bytes(i64 i) const {
+    i64 b = sizes_are_64bit ? ((const i64*)sizes)[i] : (i64)((const int*)sizes)[i];
+    return b > 0 ? b : 0;  // negative sizes are rejected on the host where the host can see them
+  }
+  XSC_FN i64 units(i64 i) const { return units_of(1, bytes(i)); }
+  XSC_FN Span span(i64 i) const {
+    Span s;
+    s.src = src[i];
+    s.dst = dst[i];
+    s.row_bytes = bytes(i);
+    s.rows = 1;
+    s.src_stride = s.dst_stride = 0;
+    return s;
+  }
+};
+
+}  // namespace xsc

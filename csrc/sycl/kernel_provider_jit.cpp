@@ -1,0 +1,37 @@
+// sycl-jit: the kernel source is embedded in the library at build time and compiled by SYCL's kernel
+// compiler (sycl_ext_oneapi_kernel_compiler) the first time a device needs it. SYCL's persistent cache
+// (SYCL_CACHE_PERSISTENT=1, which the Python package turns on unless told otherwise) makes later
+// processes skip the compile.
+#include <stdexcept>
+#include <string>
+
+#include "launcher.h"
+#include "kernel_sources.inc"  // generated: kBatchCopyKernelSource, kCopyRoutineHeader
+
+namespace xsc_sycl {
+
+namespace syclexp = sycl::ext::oneapi::experimental;
+
+const char* kernel_origin() { return "sycl-jit"; }
+
+sycl::kernel build_batch_memcpy_kernel(const sycl::context& context, sycl::device device) {
+  if (!device.ext_oneapi_can_compile(syclexp::source_language::sycl)) {
+    throw std::runtime_error(
+        "xpu_state_copy: SYCL device '" + device.get_info<sycl::info::device::name>() +
+        "' cannot compile SYCL source at run time; libsycl-jit.so (intel-sycl-rt >= 2025.2.1) is "
+        "needed, or build the extension ahead of time with icpx");
+  }
+  try {
+    auto source = syclexp::create_kernel_bundle_from_source(
+        context, syclexp::source_language::sycl, std::string(kBatchCopyKernelSource),
+        syclexp::properties{syclexp::include_files{"copy_routine.h", std::string(kCopyRoutineHeader)}});
+    auto executable = syclexp::build(source, std::vector<sycl::device>{device});
+    return executable.ext_oneapi_get_kernel("xsc_batch_memcpy");
+  } catch (const sycl::exception& e) {
+    throw std::runtime_error(std::string("xpu_state_copy: compiling the SYCL copy kernel at run time failed "
+                                         "(check SYCL_CACHE_DIR is writable, or unset SYCL_CACHE_PERSISTENT): ") +
+                             e.what());
+  }
+}
+
+}  // namespace xsc_sycl
