@@ -1,0 +1,64 @@
+// batch_memcpy on CPU tensors: native memmove per entry by default, or the SYCL kernel on the Intel
+// OpenCL CPU device when XPU_STATE_COPY_BACKEND=sycl (never a silent fallback).
+#include <ATen/Parallel.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/library.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "checks.h"
+#include "cpu_backend.h"
+
+namespace xsc {
+
+CpuBackend cpu_backend_choice() {
+  const char* env = std::getenv("XPU_STATE_COPY_BACKEND");
+  const std::string choice = env ? env : "";
+  if (choice.empty() || choice == "auto" || choice == "cpu") return CpuBackend::Native;
+  if (choice == "sycl") return CpuBackend::Sycl;
+  TORCH_CHECK(false, "XPU_STATE_COPY_BACKEND='", choice, "' is not one of: auto, cpu, sycl");
+}
+
+namespace {
+
+void native_batch_memcpy(const at::Tensor& src_ptrs, const at::Tensor& dst_ptrs, const at::Tensor& sizes,
+                         const BatchMemcpyShape& shape) {
+  const auto* src = reinterpret_cast<const uint64_t*>(src_ptrs.data_ptr());
+  const auto* dst = reinterpret_cast<const uint64_t*>(dst_ptrs.data_ptr());
+  const int64_t* sizes64 = shape.sizes_are_64bit ? sizes.data_ptr<int64_t>() : nullptr;
+  const int32_t* sizes32 = shape.sizes_are_64bit ? nullptr : sizes.data_ptr<int32_t>();
+  // Entries never overlap one another, so they may run in parallel; each one is a memmove.
+  at::parallel_for(0, shape.count, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const size_t bytes = sizes64 ? (size_t)sizes64[i] : (size_t)sizes32[i];
+      if (bytes == 0) continue;
+      std::memmove(reinterpret_cast<void*>((uintptr_t)dst[i]),
+                   reinterpret_cast<const void*>((uintptr_t)src[i]), bytes);
+    }
+  });
+}
+
+void cpu_batch_memcpy(const at::Tensor& src_ptrs, const at::Tensor& dst_ptrs, const at::Tensor& sizes) {
+  const BatchMemcpyShape shape = check_batch_memcpy_args(src_ptrs, dst_ptrs, sizes);
+  if (cpu_backend_choice() == CpuBackend::Native) {
+    native_batch_memcpy(src_ptrs, dst_ptrs, sizes, shape);
+    return;
+  }
+  static const auto sycl_op = c10::Dispatcher::singleton()
+                                  .findSchemaOrThrow("xpu_state_copy::_sycl_batch_memcpy", "")
+                                  .typed<void(const at::Tensor&, const at::Tensor&, const at::Tensor&)>();
+  TORCH_CHECK(sycl_op.hasKernelForDispatchKey(c10::DispatchKey::CPU),
+              "XPU_STATE_COPY_BACKEND=sycl, but the SYCL backend is not loaded: "
+              "xpu_state_copy.sycl_status() says why (usually: pip install intel-sycl-rt intel-opencl-rt, "
+              "then rebuild xpu_state_copy so its SYCL module is built)");
+  sycl_op.call(src_ptrs, dst_ptrs, sizes);
+}
+
+}  // namespace
+}  // namespace xsc
+
+TORCH_LIBRARY_IMPL(xpu_state_copy, CPU, m) {
+  m.impl("batch_memcpy", &xsc::cpu_batch_memcpy);
+}

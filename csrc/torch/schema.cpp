@@ -1,0 +1,13 @@
+// The op schemas, defined once. Each backend registers its own implementation of them
+// (cpu_ops.cpp, sycl_ops.cpp, cuda/batch_memcpy_cuda.cu); fake implementations live in Python (ops.py).
+#include <torch/library.h>
+
+TORCH_LIBRARY(xpu_state_copy, m) {
+  // dst_ptrs is marked written: the bytes it points to change, and torch.compile must not drop the call.
+  m.def("batch_memcpy(Tensor src_ptrs, Tensor(a!) dst_ptrs, Tensor sizes) -> ()");
+  // The SYCL kernel on CPU tensors (the Intel OpenCL CPU device); batch_memcpy routes here when
+  // XPU_STATE_COPY_BACKEND=sycl. Registered by the SYCL module when it loads.
+  m.def("_sycl_batch_memcpy(Tensor src_ptrs, Tensor(a!) dst_ptrs, Tensor sizes) -> ()");
+  m.def("pointer_table(Tensor[] tensors) -> Tensor");
+  m.def("write_pointers_(Tensor(a!) table, Tensor[] tensors, int start=0) -> ()");
+}

@@ -1,0 +1,72 @@
+// batch_memcpy through the SYCL kernel: on XPU tensors (the current XPU stream's queue, asynchronous) and on
+// CPU tensors via the Intel OpenCL CPU device (synchronous, as CPU ops are). Compiled by g++ against
+// intel-sycl-rt into the _sycl_jit module, or by icpx into _C (XSC_KERNEL_AOT).
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#ifdef XSC_WITH_TORCH_XPU
+#include <c10/core/DeviceGuard.h>
+#include <c10/xpu/XPUStream.h>
+#endif
+
+#include "checks.h"
+#include "launcher.h"
+#include "sycl_ops.h"
+
+namespace xsc {
+
+xsc_sycl::BatchMemcpyArgs to_launch_args(const at::Tensor& src_ptrs, const at::Tensor& dst_ptrs,
+                                         const at::Tensor& sizes, const BatchMemcpyShape& shape) {
+  return xsc_sycl::BatchMemcpyArgs{reinterpret_cast<const uint64_t*>(src_ptrs.data_ptr()),
+                                   reinterpret_cast<const uint64_t*>(dst_ptrs.data_ptr()), sizes.data_ptr(),
+                                   shape.sizes_are_64bit, shape.count};
+}
+
+sycl::queue& sycl_cpu_queue() {
+  // Leaked on purpose: releasing a queue after the SYCL runtime shut down crashes at exit.
+  static sycl::queue* queue = [] {
+    try {
+      return new sycl::queue(sycl::cpu_selector_v, sycl::property::queue::in_order());
+    } catch (const sycl::exception& e) {
+      TORCH_CHECK(false, "no SYCL CPU device (", e.what(), "): pip install intel-opencl-rt and set ",
+                  "OCL_ICD_FILENAMES to its lib/libintelocl.so (import xpu_state_copy does this when unset)");
+    }
+  }();
+  return *queue;
+}
+
+namespace {
+
+void sycl_cpu_batch_memcpy(const at::Tensor& src_ptrs, const at::Tensor& dst_ptrs, const at::Tensor& sizes) {
+  const BatchMemcpyShape shape = check_batch_memcpy_args(src_ptrs, dst_ptrs, sizes);
+  TORCH_CHECK(src_ptrs.device().is_cpu(), "the SYCL CPU path takes CPU tensors, got src_ptrs on ",
+              src_ptrs.device());
+  try {
+    xsc_sycl::launch_batch_memcpy(sycl_cpu_queue(), to_launch_args(src_ptrs, dst_ptrs, sizes, shape))
+        .wait_and_throw();
+  } catch (const sycl::exception& e) {
+    TORCH_CHECK(false, "SYCL batch_memcpy on the CPU device failed: ", e.what());
+  }
+}
+
+#ifdef XSC_WITH_TORCH_XPU
+void xpu_batch_memcpy(const at::Tensor& src_ptrs, const at::Tensor& dst_ptrs, const at::Tensor& sizes) {
+  const BatchMemcpyShape shape = check_batch_memcpy_args(src_ptrs, dst_ptrs, sizes);
+  c10::DeviceGuard guard(src_ptrs.device());
+  sycl::queue& queue = c10::xpu::getCurrentXPUStream(src_ptrs.device().index()).queue();
+  xsc_sycl::launch_batch_memcpy(queue, to_launch_args(src_ptrs, dst_ptrs, sizes, shape));
+}
+#endif
+
+}  // namespace
+}  // namespace xsc
+
+TORCH_LIBRARY_IMPL(xpu_state_copy, CPU, m) {
+  m.impl("_sycl_batch_memcpy", &xsc::sycl_cpu_batch_memcpy);
+}
+
+#ifdef XSC_WITH_TORCH_XPU
+TORCH_LIBRARY_IMPL(xpu_state_copy, XPU, m) {
+  m.impl("batch_memcpy", &xsc::xpu_batch_memcpy);
+}
+#endif

@@ -1,0 +1,86 @@
+"""Loads the compiled modules and answers which backend serves a device.
+
+The SYCL runtime reads its environment once, at its first call, so the defaults below are put in place
+before the SYCL module is loaded: the Intel OpenCL CPU device (found only through OCL_ICD_FILENAMES) and
+SYCL's persistent kernel cache (so the run-time compiled kernel is built once per machine, not per process).
+"""
+import importlib
+import os
+import pathlib
+import sys
+
+import torch
+
+
+def _sycl_library_dirs():
+    """lib/ folders that may hold intel-opencl-rt's libintelocl.so: this environment's, then SYCL_ROOT's."""
+    roots = [sys.prefix, os.environ.get("SYCL_ROOT"), os.environ.get("CMPLR_ROOT")]
+    return [pathlib.Path(r) / "lib" for r in roots if r]
+
+
+def _set_sycl_environment():
+    if "OCL_ICD_FILENAMES" not in os.environ:
+        for lib in _sycl_library_dirs():
+            if (lib / "libintelocl.so").exists():
+                os.environ["OCL_ICD_FILENAMES"] = str(lib / "libintelocl.so")
+                break
+    os.environ.setdefault("SYCL_CACHE_PERSISTENT", "1")
+
+
+_set_sycl_environment()
+from . import _C  # noqa: E402  registers the schemas and the native implementations
+
+_sycl_module = None
+_sycl_error = None
+try:
+    _sycl_module = importlib.import_module("xpu_state_copy._sycl_jit")
+except ImportError as error:  # not built (no intel-sycl-rt at build time), or its runtime is missing now
+    _sycl_error = error
+
+
+class BackendUnavailable(RuntimeError):
+    """A backend was asked for that this installation or machine cannot run."""
+
+
+def sycl_status():
+    """(origin or None, reason): 'sycl-aot'/'sycl-jit' when a SYCL kernel is available, else why not."""
+    if _C.built_with_sycl_aot:
+        return "sycl-aot", "compiled ahead of time by icpx"
+    if _sycl_module is not None:
+        return _sycl_module.kernel_origin(), "kernel compiled at run time by SYCL's kernel compiler"
+    if _sycl_error is not None:
+        return None, (f"the SYCL module failed to load ({_sycl_error}); install the SYCL runtime it was "
+                      "built against: pip install intel-sycl-rt intel-opencl-rt")
+    return None, ("xpu_state_copy was built without SYCL: pip install intel-sycl-rt intel-opencl-rt, then "
+                  "rebuild (pip install --no-build-isolation --force-reinstall .)")
+
+
+def _require_sycl(what):
+    origin, reason = sycl_status()
+    if origin is None:
+        raise BackendUnavailable(f"{what} needs the SYCL backend, which is unavailable: {reason}")
+    return origin
+
+
+def backend(device=None) -> str:
+    """Which implementation a batch_memcpy on `device` runs: 'cpu', 'sycl-jit', 'sycl-aot' or 'cuda'.
+
+    Raises BackendUnavailable (saying what is missing) when that device's backend cannot run here.
+    """
+    device = torch.device("cpu") if device is None else torch.device(device)
+    if device.type == "cpu":
+        if _C.cpu_backend() == "cpu":
+            return "cpu"
+        return _require_sycl("XPU_STATE_COPY_BACKEND=sycl")
+    if device.type == "xpu":
+        if not torch._C._dispatch_has_kernel_for_dispatch_key("xpu_state_copy::batch_memcpy", "XPU"):
+            _require_sycl("an XPU tensor")
+            raise BackendUnavailable("this torch has no XPU support, so no XPU kernel is registered; "
+                                     "install an XPU build of torch and rebuild xpu_state_copy")
+        return _require_sycl("an XPU tensor")
+    if device.type == "cuda":
+        if not _C.built_with_cuda:
+            raise BackendUnavailable("xpu_state_copy was built without CUDA (torch had no CUDA or nvcc was "
+                                     "not found at build time); rebuild on a CUDA machine")
+        return "cuda"
+    raise BackendUnavailable(f"no xpu_state_copy backend for device type {device.type!r}")

@@ -1,0 +1,60 @@
+"""Device parametrization shared by the suite.
+
+Every copy test runs on each place a copy can run: native CPU, the SYCL kernel on the Intel OpenCL CPU
+device, and CUDA / XPU tensors where this machine has them. Set XPU_STATE_COPY_REQUIRE_SYCL=1 (CI does) to
+turn a missing SYCL CPU backend into a failure instead of a skip.
+"""
+import os
+
+import pytest
+import torch
+
+import xpu_state_copy
+
+SYCL_ORIGIN, SYCL_REASON = xpu_state_copy.sycl_status()
+HAS_CUDA = torch.cuda.is_available() and xpu_state_copy._loader._C.built_with_cuda
+HAS_XPU = hasattr(torch, "xpu") and torch.xpu.is_available()
+
+
+def _sycl_cpu_skip():
+    if SYCL_ORIGIN is not None or os.environ.get("XPU_STATE_COPY_REQUIRE_SYCL") == "1":
+        return []
+    return [pytest.mark.skip(reason=f"no SYCL backend: {SYCL_REASON}")]
+
+
+TARGETS = [
+    pytest.param("cpu", id="cpu-native"),
+    pytest.param("sycl-cpu", id="sycl-cpu", marks=_sycl_cpu_skip()),
+    pytest.param("cuda", id="cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA device/build")),
+    pytest.param("xpu", id="xpu", marks=pytest.mark.skipif(not HAS_XPU, reason="no XPU device")),
+]
+
+
+class Target:
+    """Where a test's tensors live and which backend must serve them."""
+
+    def __init__(self, name):
+        self.name = name
+        self.device = torch.device("cpu" if name in ("cpu", "sycl-cpu") else name)
+        self.expected_backend = {"cpu": "cpu", "sycl-cpu": SYCL_ORIGIN, "cuda": "cuda", "xpu": SYCL_ORIGIN}[name]
+
+    def __repr__(self):
+        return self.name
+
+
+@pytest.fixture(params=TARGETS)
+def target(request, monkeypatch):
+    if request.param == "sycl-cpu":
+        monkeypatch.setenv("XPU_STATE_COPY_BACKEND", "sycl")
+    else:
+        monkeypatch.delenv("XPU_STATE_COPY_BACKEND", raising=False)
+    t = Target(request.param)
+    assert xpu_state_copy.backend(t.device) == t.expected_backend
+    return t
+
+
+def synchronize(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "xpu":
+        torch.xpu.synchronize(device)

@@ -1,0 +1,86 @@
+"""batch_memcpy against the memmove reference, on every target (native CPU, SYCL CPU device, CUDA, XPU)."""
+import random
+
+import pytest
+import torch
+
+import xpu_state_copy
+from batches import EDGE_SIZES, assert_matches, random_batch
+from conftest import synchronize
+
+
+def _sizes_for(n, rng):
+    """n sizes that cycle through the edge sizes but keep the arena bounded for large n."""
+    small = [s for s in EDGE_SIZES if s < 65536]
+    return [EDGE_SIZES[i % len(EDGE_SIZES)] if i < 2 * len(EDGE_SIZES) else rng.choice(small) for i in range(n)]
+
+
+def _run(batch, device):
+    expected = batch.expected()
+    src, dst, sizes = batch.tables()
+    xpu_state_copy.batch_memcpy(src, dst, sizes)
+    synchronize(device)
+    assert_matches(batch, expected)
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 311])
+@pytest.mark.parametrize("table_dtype", [torch.uint64, torch.int64])
+@pytest.mark.parametrize("size_dtype", [torch.int32, torch.int64])
+def test_matches_memmove_reference(target, n, table_dtype, size_dtype):
+    rng = random.Random()  # fresh inputs every run: the kernel must be right for any valid batch
+    batch = random_batch(rng, target.device, _sizes_for(n, rng), overlap_every=5,
+                         table_dtype=table_dtype, size_dtype=size_dtype)
+    _run(batch, target.device)
+
+
+OVERLAPS = [(size, shift) for size in (2, 17, 4095, 64 * 1024 + 3, (1 << 20) + 7)
+            for shift in (1, 2, 8, 16, 4096) if shift < size]
+
+
+@pytest.mark.parametrize("size,shift", OVERLAPS)
+@pytest.mark.parametrize("direction", ["left", "right"])
+def test_overlapping_entry_is_a_memmove(target, size, shift, direction):
+    rng = random.Random()
+    batch = random_batch(rng, target.device, [size])
+    e = batch.entries[0]
+    lo = 8 + rng.randrange(16)
+    e.src, e.dst = (lo + shift, lo) if direction == "left" else (lo, lo + shift)
+    _run(batch, target.device)
+
+
+def test_every_alignment_pair(target):
+    """All 16 x 16 source/destination offsets in one batch, sizes that need head, body and tail."""
+    rng = random.Random()
+    sizes = [rng.choice([33, 100, 4099]) for _ in range(256)]
+    batch = random_batch(rng, target.device, sizes)
+    cursor = 0
+    for i, e in enumerate(batch.entries):
+        e.src = cursor + i // 16
+        e.dst = cursor + 4200 + i % 16
+        cursor += 8500
+    batch.arena = torch.randint(0, 256, (cursor + 64,), dtype=torch.uint8).to(target.device)
+    _run(batch, target.device)
+
+
+def test_many_entries_share_the_groups(target):
+    """More entries than any work-group tile, each tiny: the per-tile scan and unit hand-out."""
+    rng = random.Random()
+    batch = random_batch(rng, target.device, [rng.randrange(0, 300) for _ in range(5000)],
+                         size_dtype=torch.int64)
+    _run(batch, target.device)
+
+
+def test_state_pool_block_copy(target):
+    """The realistic shape: blocks of per-layer state pools, block src -> block dst in every pool."""
+    pools = [torch.randn(6, 48 * 256 // 4, device=target.device) for _ in range(4)]  # 48 KiB blocks
+    pools += [torch.randn(6, 1 << 16, device=target.device, dtype=torch.bfloat16) for _ in range(4)]  # 128 KiB
+    before = [p.clone() for p in pools]
+    src = xpu_state_copy.pointer_table([p[1] for p in pools])
+    dst = xpu_state_copy.pointer_table([p[4] for p in pools])
+    sizes = torch.tensor([p[0].numel() * p.element_size() for p in pools], dtype=torch.int32, device=target.device)
+    xpu_state_copy.batch_memcpy(src, dst, sizes)
+    synchronize(target.device)
+    for p, b in zip(pools, before):
+        expected = b.clone()
+        expected[4] = b[1]
+        assert torch.equal(p, expected)
