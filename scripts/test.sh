@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The whole test suite: pytest (every target this machine has) and the C++ tests of the torch-free core
+# (ctest, on the SYCL CPU device). Run scripts/setup.sh first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv}
+PY="$VENV/bin/python"
+[ -x "$PY" ] || { echo "no $VENV: run scripts/setup.sh first" >&2; exit 2; }
+export PATH="$(cd "$VENV/bin" && pwd):$PATH"
+# The SYCL CPU backend is part of what is tested here: its absence fails the run instead of skipping.
+export XPU_STATE_COPY_REQUIRE_SYCL=${XPU_STATE_COPY_REQUIRE_SYCL:-1}
+
+PREFIX=$("$PY" -c 'import sys; print(sys.prefix)')
+cmake -S . -B build/cmake -G Ninja -DSYCL_ROOT="$PREFIX" -DPython3_EXECUTABLE="$PY" >/dev/null
+cmake --build build/cmake
+(cd build/cmake && ctest --output-on-failure)
+
+# Run from tests/ so the installed package, not the source tree, is what gets imported.
+"$PY" -m pytest -ra "$@" tests
