@@ -31,8 +31,12 @@ namespace xsc {
 typedef unsigned long long u64;
 typedef long long i64;
 
+#ifndef XSC_UNROLL
+#define XSC_UNROLL 4
+#endif
+
 constexpr i64 kChunkBytes = XSC_CHUNK_BYTES;
-constexpr int kUnroll = 4;  // independent loads in flight per work-item before its stores
+constexpr int kUnroll = XSC_UNROLL;  // independent loads in flight per work-item before its stores
 
 struct alignas(16) Word16 {
   u64 lo, hi;

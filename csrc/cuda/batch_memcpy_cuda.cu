@@ -1,0 +1,45 @@
+// The CUDA twin bound to torch: registered for the CUDA dispatch key of batch_memcpy, launched on the
+// current stream under a device guard. It lets us measure the kernel design on the NVIDIA GPU we have.
+#include <ATen/core/Tensor.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include "checks.h"
+#include "batch_memcpy_kernel.cuh"
+
+namespace {
+
+using xsc_cuda::batch_memcpy_kernel;
+using xsc_cuda::kThreads;
+
+// Resident blocks of the whole GPU: the grid is persistent, each block takes its share of units.
+int launch_blocks(int device) {
+  static int cached[64] = {0};
+  int& blocks = cached[device % 64];
+  if (blocks == 0) {
+    int per_sm = 0, sms = 0;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, batch_memcpy_kernel, kThreads, 0));
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    blocks = std::max(1, per_sm) * sms;
+  }
+  return blocks;
+}
+
+void cuda_batch_memcpy(const at::Tensor& src_ptrs, const at::Tensor& dst_ptrs, const at::Tensor& sizes) {
+  const xsc::BatchMemcpyShape shape = xsc::check_batch_memcpy_args(src_ptrs, dst_ptrs, sizes);
+  if (shape.count == 0) return;
+  const c10::cuda::CUDAGuard guard(src_ptrs.device());
+  const int blocks = launch_blocks(src_ptrs.device().index());
+  batch_memcpy_kernel<<<blocks, kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
+      reinterpret_cast<const xsc::u64*>(src_ptrs.data_ptr()), reinterpret_cast<const xsc::u64*>(dst_ptrs.data_ptr()),
+      sizes.data_ptr(), shape.sizes_are_64bit ? 1 : 0, shape.count);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(xpu_state_copy, CUDA, m) {
+  m.impl("batch_memcpy", &cuda_batch_memcpy);
+}

@@ -1,0 +1,73 @@
+// The CUDA twin of the SYCL kernel, torch-free: the same copy routine (copy_routine.h) under a CUDA
+// Group adapter. batch_memcpy_cuda.cu binds it to torch.
+#pragma once
+#include "copy_routine.h"
+
+namespace xsc_cuda {
+
+#ifndef XSC_CUDA_THREADS
+#define XSC_CUDA_THREADS 512
+#endif
+#ifndef XSC_CUDA_MIN_BLOCKS
+#define XSC_CUDA_MIN_BLOCKS 1  // blocks per SM the register budget must allow (__launch_bounds__)
+#endif
+
+constexpr int kThreads = XSC_CUDA_THREADS;
+constexpr int kWarp = 32;
+
+struct CudaGroup {
+  xsc::i64* start;
+  xsc::i64* first;
+  xsc::i64* warp_sums;  // kThreads / kWarp partial sums for the group scan
+
+  __device__ xsc::i64 group_id() const { return blockIdx.x; }
+  __device__ xsc::i64 num_groups() const { return gridDim.x; }
+  __device__ xsc::i64 local_id() const { return threadIdx.x; }
+  __device__ xsc::i64 local_size() const { return blockDim.x; }
+  __device__ xsc::i64 sg_id() const { return threadIdx.x / kWarp; }
+  __device__ xsc::i64 num_sgs() const { return blockDim.x / kWarp; }
+  __device__ xsc::i64 sg_lane() const { return threadIdx.x % kWarp; }
+  __device__ xsc::i64 sg_size() const { return kWarp; }
+  __device__ void barrier() const { __syncthreads(); }
+  __device__ void sg_barrier() const { __syncwarp(); }
+  __device__ xsc::i64* scratch_start() const { return start; }
+  __device__ xsc::i64* scratch_first() const { return first; }
+
+  // Block-wide exclusive prefix sum: warp shuffles, then one warp scans the warp totals.
+  __device__ xsc::i64 exclusive_scan(xsc::i64 v, xsc::i64* total) const {
+    const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
+    xsc::i64 incl = v;
+#pragma unroll
+    for (int d = 1; d < kWarp; d *= 2) {
+      xsc::i64 up = __shfl_up_sync(0xffffffffu, incl, d);
+      if (lane >= d) incl += up;
+    }
+    if (lane == kWarp - 1) warp_sums[warp] = incl;
+    __syncthreads();
+    if (warp == 0) {
+      xsc::i64 w = lane < warps ? warp_sums[lane] : 0;
+#pragma unroll
+      for (int d = 1; d < kWarp; d *= 2) {
+        xsc::i64 up = __shfl_up_sync(0xffffffffu, w, d);
+        if (lane >= d) w += up;
+      }
+      if (lane < warps) warp_sums[lane] = w;  // inclusive prefix over warps
+    }
+    __syncthreads();
+    const xsc::i64 before = warp == 0 ? 0 : warp_sums[warp - 1];
+    *total = warp_sums[warps - 1];
+    __syncthreads();  // warp_sums is reused by the next scan
+    return before + incl - v;
+  }
+};
+
+__global__ void __launch_bounds__(kThreads, XSC_CUDA_MIN_BLOCKS) batch_memcpy_kernel(const xsc::u64* src, const xsc::u64* dst,
+                                                                 const void* sizes, int sizes_are_64bit,
+                                                                 xsc::i64 n) {
+  __shared__ xsc::i64 start[kThreads], first[kThreads], warp_sums[kThreads / kWarp];
+  CudaGroup g{start, first, warp_sums};
+  xsc::PointerTableSource source{src, dst, sizes, sizes_are_64bit, n};
+  xsc::run_batch(g, source);
+}
+
+}  // namespace xsc_cuda

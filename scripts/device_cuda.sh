@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Everything we measure on an NVIDIA GPU, in one go: the kernel tuning sweep, the extension built offline
+# against the machine's torch, the whole test suite on CUDA tensors, and the benchmark against its peers.
+# Results go to $OUT (default build/device). Stages: STAGES="sweep build test bench" (default: all).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-build/device}
+STAGES=${STAGES:-"sweep build test bench"}
+mkdir -p "$OUT"
+PY=${PY:-python3}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+has() { [[ " $STAGES " == *" $1 "* ]]; }
+if has sweep; then
+  echo "== sweep"; bash benchmarks/cuda_sweep.sh build/cuda_sweep 2>&1 | tee "$OUT/sweep.txt"
+fi
+if has build; then
+  echo "== build"
+  TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} MAX_JOBS=${MAX_JOBS:-16} \
+    "$PY" -m pip install --no-build-isolation --no-deps --no-index -q . > "$OUT/build.log" 2>&1 \
+    || { tail -40 "$OUT/build.log"; exit 1; }
+  (cd /tmp && "$PY" -c "import xpu_state_copy as x; print('backend(cuda):', x.backend('cuda'))")
+fi
+if has test; then
+  echo "== test"
+  "$PY" -m pytest -q -ra -p no:cacheprovider tests ${PYTEST_ARGS:-} > "$OUT/pytest.txt" 2>&1
+  tail -25 "$OUT/pytest.txt"
+fi
+if has bench; then
+  echo "== bench"
+  "$PY" -m xpu_state_copy bench --device cuda --out "$OUT/bench" ${BENCH_ARGS:-} 2>"$OUT/bench_progress.txt" \
+    | tee "$OUT/bench.txt"
+fi
