@@ -79,45 +79,47 @@ XSC_FN bool ranges_overlap(u64 src, u64 dst, i64 bytes) {
 
 // Sub-group copy of `count` words of type W; both pointers W-aligned. With `ordered`, the range may overlap
 // and is walked in the safe direction, loads of a step separated from its stores by a sub-group barrier.
+// Counts are 32-bit: callers hand over at most kChunkBytes at a time, which keeps registers (and so
+// occupancy) in check.
 template <class W, class G>
-XSC_FN void sg_copy_words(G& g, u64 src, u64 dst, i64 count, bool ordered) {
+XSC_FN void sg_copy_words(G& g, u64 src, u64 dst, int count, bool ordered) {
   const W* s = (const W*)src;
   W* d = (W*)dst;
-  const i64 lanes = g.sg_size();
-  const i64 lane = g.sg_lane();
-  const i64 step = lanes * kUnroll;
+  const int lanes = (int)g.sg_size();
+  const int lane = (int)g.sg_lane();
+  const int step = lanes * kUnroll;
   const bool backward = ordered && dst > src;
-  const i64 steps = (count + step - 1) / step;
-  for (i64 n = 0; n < steps; ++n) {
-    const i64 base = (backward ? steps - 1 - n : n) * step;
+  const int steps = (count + step - 1) / step;
+  for (int n = 0; n < steps; ++n) {
+    const int base = (backward ? steps - 1 - n : n) * step;
     W v[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      i64 i = base + u * lanes + lane;
+      int i = base + u * lanes + lane;
       if (i < count) v[u] = s[i];
     }
     if (ordered) g.sg_barrier();
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      i64 i = base + u * lanes + lane;
+      int i = base + u * lanes + lane;
       if (i < count) d[i] = v[u];
     }
   }
 }
 
 template <class G>
-XSC_FN void sg_copy_bytes(G& g, u64 src, u64 dst, i64 count, bool ordered) {
+XSC_FN void sg_copy_bytes(G& g, u64 src, u64 dst, int count, bool ordered) {
   sg_copy_words<unsigned char>(g, src, dst, count, ordered);
 }
 
 template <class W, class G>
-XSC_FN void sg_copy_aligned(G& g, u64 src, u64 dst, i64 len, bool ordered) {
-  const u64 w = sizeof(W);
-  i64 head = (i64)((w - (dst & (w - 1))) & (w - 1));
+XSC_FN void sg_copy_aligned(G& g, u64 src, u64 dst, int len, bool ordered) {
+  const int w = (int)sizeof(W);
+  int head = (int)((w - (int)(dst & (u64)(w - 1))) & (w - 1));
   if (head > len) head = len;
-  const i64 words = (len - head) / (i64)w;
-  const i64 body = words * (i64)w;
-  const i64 tail = len - head - body;
+  const int words = (len - head) / w;
+  const int body = words * w;
+  const int tail = len - head - body;
   const bool backward = ordered && dst > src;
   // Safe order for an overlapping range: forward = head, body, tail; backward = tail, body, head.
   if (!backward) sg_copy_bytes(g, src, dst, head, ordered);
@@ -129,15 +131,30 @@ XSC_FN void sg_copy_aligned(G& g, u64 src, u64 dst, i64 len, bool ordered) {
   else sg_copy_bytes(g, src, dst, head, ordered);
 }
 
-// One contiguous range copied by one sub-group, with the widest accesses its alignment allows.
+// One contiguous range of at most kChunkBytes, copied by one sub-group with the widest accesses its
+// alignment allows.
 template <class G>
-XSC_FN void sg_copy_range(G& g, u64 src, u64 dst, i64 len, bool ordered) {
+XSC_FN void sg_copy_piece(G& g, u64 src, u64 dst, int len, bool ordered) {
   switch (common_width(src, dst)) {
     case 16: sg_copy_aligned<Word16>(g, src, dst, len, ordered); break;
     case 8: sg_copy_aligned<u64>(g, src, dst, len, ordered); break;
     case 4: sg_copy_aligned<unsigned int>(g, src, dst, len, ordered); break;
     case 2: sg_copy_aligned<unsigned short>(g, src, dst, len, ordered); break;
     default: sg_copy_bytes(g, src, dst, len, ordered); break;
+  }
+}
+
+// A range of any length, cut into pieces of kChunkBytes. An overlapping range takes its pieces in the safe
+// direction (each piece only reads bytes no earlier piece has written), with a barrier between pieces.
+template <class G>
+XSC_FN void sg_copy_range(G& g, u64 src, u64 dst, i64 len, bool ordered) {
+  const i64 pieces = (len + kChunkBytes - 1) / kChunkBytes;
+  const bool backward = ordered && dst > src;
+  for (i64 p = 0; p < pieces; ++p) {
+    const i64 off = (backward ? pieces - 1 - p : p) * kChunkBytes;
+    const i64 rest = len - off;
+    sg_copy_piece(g, src + (u64)off, dst + (u64)off, (int)(rest < kChunkBytes ? rest : kChunkBytes), ordered);
+    if (ordered) g.sg_barrier();
   }
 }
 
@@ -168,7 +185,7 @@ XSC_FN void copy_unit(G& g, const Span& e, i64 unit) {
     const i64 off = unit * kChunkBytes;
     i64 len = e.row_bytes - off;
     if (len > kChunkBytes) len = kChunkBytes;
-    sg_copy_range(g, e.src + (u64)off, e.dst + (u64)off, len, false);
+    sg_copy_piece(g, e.src + (u64)off, e.dst + (u64)off, (int)len, false);
     return;
   }
   const i64 rpu = rows_per_unit(e.row_bytes);
@@ -186,6 +203,19 @@ XSC_FN void copy_unit(G& g, const Span& e, i64 unit) {
   }
 }
 
+// Unit k of the batch belongs to group k % groups. For an entry whose units are [k0, k0 + u), the first one
+// this group owns is k0 + first_owned(...), and it owns owned_count(...) of them, every `groups`-th.
+XSC_FN i64 first_owned(i64 k0, i64 me, i64 groups) { return ((me - k0 % groups) % groups + groups) % groups; }
+XSC_FN i64 owned_count(i64 k0, i64 u, i64 me, i64 groups) {
+  const i64 r = first_owned(k0, me, groups);
+  return r < u ? (u - 1 - r) / groups + 1 : 0;
+}
+
+#ifndef XSC_ITEMS
+#define XSC_ITEMS 8
+#endif
+constexpr int kItems = XSC_ITEMS;  // entries per work-item per tile: one tile covers local_size * kItems
+
 // The whole batch, called by every work-item of every group. `Source` yields count(), units(i), span(i).
 // g.scratch_start() / g.scratch_first() are local-memory arrays of local_size() entries each.
 template <class G, class Source>
@@ -193,35 +223,52 @@ XSC_FN void run_batch(G& g, const Source& src) {
   const i64 n = src.count();
   const i64 groups = g.num_groups();
   const i64 me = g.group_id();
-  const i64 tile = g.local_size();
   const i64 t = g.local_id();
-  i64* start = g.scratch_start();  // first position, in this group's unit list, of entry tile+t
-  i64* first = g.scratch_first();  // entry tile+t's first unit owned by this group
+  const i64 tile = g.local_size() * kItems;
+  i64* start = g.scratch_start();  // position, in this group's unit list, of work-item t's first owned unit
+  i64* first = g.scratch_first();  // global index of the first unit of work-item t's first entry
   i64 units_before = 0;            // units of all entries before this tile (same on every work-item)
   for (i64 base = 0; base < n; base += tile) {
-    const i64 e = base + t;
-    const i64 u = e < n ? src.units(e) : 0;
+    const i64 e0 = base + t * kItems;  // this work-item's entries: e0 .. e0 + kItems - 1
+    i64 u[kItems];
+    i64 sum = 0;
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) {
+      u[k] = e0 + k < n ? src.units(e0 + k) : 0;
+      sum += u[k];
+    }
     i64 tile_units = 0;
-    const i64 k0 = units_before + g.exclusive_scan(u, &tile_units);
-    // Units k of this entry with k % groups == me: the first is k0 + r, then every `groups`-th.
-    const i64 r = ((me - k0 % groups) % groups + groups) % groups;
-    const i64 mine = r < u ? (u - 1 - r) / groups + 1 : 0;
+    const i64 k0 = units_before + g.exclusive_scan(sum, &tile_units);
+    i64 mine = 0, kk = k0;
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) {
+      mine += owned_count(kk, u[k], me, groups);
+      kk += u[k];
+    }
     i64 my_units = 0;
-    const i64 pos = g.exclusive_scan(mine, &my_units);
-    start[t] = pos;
-    first[t] = r;
+    start[t] = g.exclusive_scan(mine, &my_units);
+    first[t] = k0;
     g.barrier();
     for (i64 j = g.sg_id(); j < my_units; j += g.num_sgs()) {
-      // The owner of list position j is the last entry whose start is <= j (entries with none share
-      // the next one's start, and the last such one is the owner).
-      i64 lo = 0, hi = tile - 1;
+      // The owner of list position j is the last work-item whose start is <= j (work-items owning none
+      // share the next one's start, and the last of them is the owner).
+      i64 lo = 0, hi = g.local_size() - 1;
       while (lo < hi) {
-        i64 mid = (lo + hi + 1) / 2;
+        const i64 mid = (lo + hi + 1) / 2;
         if (start[mid] <= j) lo = mid;
         else hi = mid - 1;
       }
-      const i64 unit = first[lo] + (j - start[lo]) * groups;
-      copy_unit(g, src.span(base + lo), unit);
+      // Walk that work-item's entries to the one holding its (j - start)-th owned unit.
+      i64 rank = j - start[lo], e = base + lo * kItems, k = first[lo];
+      for (;;) {
+        const i64 ue = src.units(e);
+        const i64 c = owned_count(k, ue, me, groups);
+        if (rank < c) break;
+        rank -= c;
+        k += ue;
+        ++e;
+      }
+      copy_unit(g, src.span(e), first_owned(k, me, groups) + rank * groups);
     }
     g.barrier();  // the scratch arrays are rewritten by the next tile
     units_before += tile_units;
