@@ -1,0 +1,121 @@
+"""The methods one run compares: our op, the torch peers and the Triton peers.
+
+Every method turns a workload's buffers into one zero-argument callable per
+rotation set.  Everything a caller would build once (address tables, lists of
+views) is built here, outside the timed region, as vLLM does.
+"""
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+
+from . import triton_peers
+
+ROOFLINE = "contiguous"
+OURS = "ours"
+
+
+@dataclass
+class Method:
+    key: str      # name in the JSON and on the command line
+    label: str    # name in the table and the chart
+    build: Callable  # (sets, device) -> list of callables, one per rotation set
+
+
+def random_bytes(shape, device):
+    """Random uint8 generated on the device itself (fast for GB-sized pools)."""
+    return torch.randint(0, 256, shape, dtype=torch.uint8, device=device)
+
+
+def host_pointer_table(views, device):
+    """uint64 table of data_ptr()s built without our op (so peers do not depend
+    on it).  Going through numpy keeps addresses >= 2**63 (XPU) intact on
+    torch versions whose uint64 item assignment overflows."""
+    addrs = np.array([v.data_ptr() for v in views], dtype=np.uint64)
+    return torch.from_numpy(addrs).to(device)
+
+
+def size_table(views, device):
+    """Byte counts as vLLM passes them: int32 unless an entry needs more."""
+    sizes = [v.numel() * v.element_size() for v in views]
+    dtype = torch.int32 if max(sizes, default=0) < 2**31 else torch.int64
+    return torch.tensor(sizes, dtype=dtype, device=device)
+
+
+def _per_entry_copy(sets, device):
+    def make(srcs, dsts):
+        pairs = list(zip(srcs, dsts))
+
+        def call():
+            for s, d in pairs:
+                d.copy_(s)
+        return call
+    return [make(s, d) for s, d in sets]
+
+
+def _foreach_copy(sets, device):
+    return [(lambda s=s, d=d: torch._foreach_copy_(d, s)) for s, d in sets]
+
+
+def _triton(factory):
+    def build(sets, device):
+        return [factory(host_pointer_table(s, device), host_pointer_table(d, device),
+                        size_table(s, device)) for s, d in sets]
+    return build
+
+
+def _ours(op):
+    def build(sets, device):
+        calls = []
+        for srcs, dsts in sets:
+            src_t, dst_t = op.pointer_table(srcs), op.pointer_table(dsts)
+            sizes = size_table(srcs, device)
+            calls.append(lambda s=src_t, d=dst_t, n=sizes: op.batch_memcpy(s, d, n))
+        return calls
+    return build
+
+
+def _import_failed(error):
+    def build(sets, device):
+        raise RuntimeError(f"import xpu_state_copy failed: {error}")
+    return build
+
+
+def table_methods(op, with_triton, op_error=None):
+    """Methods that copy the workload's own blocks (all but the roofline), in
+    table order: ours first, then the peers."""
+    ours = _ours(op) if op is not None else _import_failed(op_error)
+    methods = [
+        Method(OURS, "xpu_state_copy.batch_memcpy", ours),
+        Method("copy_", "per-entry copy_", _per_entry_copy),
+        Method("foreach_copy_", "torch._foreach_copy_", _foreach_copy),
+    ]
+    if with_triton:
+        methods += [
+            Method("triton_bytewise", "Triton, 1 program/entry, bytewise",
+                   _triton(triton_peers.bytewise_call)),
+            Method("triton_tiled", "Triton, 16 tiles/entry, 8-byte words",
+                   _triton(triton_peers.tiled_call)),
+        ]
+    return methods
+
+
+class Roofline:
+    """One contiguous copy of the workload's total bytes per rotation set: what
+    the memory system can do, the 1.0 every ratio is measured against."""
+    key = ROOFLINE
+    label = "one contiguous copy (roofline)"
+
+    def __init__(self, total_bytes, rotations, device):
+        self.srcs = [random_bytes((total_bytes,), device) for _ in range(rotations)]
+        self.dsts = [torch.empty_like(s) for s in self.srcs]
+        self.calls = [(lambda s=s, d=d: d.copy_(s)) for s, d in zip(self.srcs, self.dsts)]
+
+    def poison(self):
+        for d in self.dsts:
+            d.copy_(random_bytes(d.shape, d.device))
+
+    def check(self):
+        bad = sum(int((s != d).sum()) for s, d in zip(self.srcs, self.dsts))
+        return None if bad == 0 else f"{bad} bytes differ from the source"
