@@ -50,7 +50,9 @@ USE_JIT = wanted("SYCL", PREFIX is not None) and not USE_AOT
 if USE_JIT and PREFIX is None:
     sys.exit("XPU_STATE_COPY_BUILD_SYCL=1 but no SYCL headers were found: pip install intel-sycl-rt, or set SYCL_ROOT")
 
-CXX_FLAGS = ["-O3", "-std=c++17"]
+# No -std here: torch.utils.cpp_extension picks the standard this torch was built with (C++20 on newer
+# releases); forcing an older one miscompiles torch's own inline helpers (seen: crashes while formatting errors).
+CXX_FLAGS = ["-O3"]
 SYCL_HOST_FLAGS = ["-DSYCL_DISABLE_FSYCL_SYCLHPP_WARNING", "-Wno-deprecated-declarations"]
 CORE = [rel("csrc", "torch", f) for f in ("schema.cpp", "checks.cpp", "cpu_ops.cpp", "pointer_ops.cpp", "module.cpp")]
 SYCL_OPS = [rel("csrc", "torch", "sycl_ops.cpp"), rel("csrc", "sycl", "launcher.cpp")]
@@ -71,7 +73,7 @@ elif USE_CUDA:
         CORE + [rel("csrc", "cuda", "batch_memcpy_cuda.cu")],
         include_dirs=INCLUDES,
         define_macros=[("XSC_WITH_CUDA", None)],
-        extra_compile_args={"cxx": CXX_FLAGS, "nvcc": ["-O3", "-std=c++17", "--expt-relaxed-constexpr"]},
+        extra_compile_args={"cxx": CXX_FLAGS, "nvcc": ["-O3", "--expt-relaxed-constexpr"]},
     ))
 else:
     ext_modules.append(ce.CppExtension("xpu_state_copy._C", CORE, include_dirs=INCLUDES,

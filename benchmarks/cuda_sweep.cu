@@ -49,8 +49,9 @@ int main() {
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, xsc_cuda::batch_memcpy_kernel, xsc_cuda::kThreads, 0));
   const int blocks = std::max(1, per_sm) * sms;
-  std::printf("variant chunk=%lld unroll=%d threads=%d min_blocks=%d -> %d blocks/SM, grid %d\n",
-              (long long)xsc::kChunkBytes, xsc::kUnroll, xsc_cuda::kThreads, XSC_CUDA_MIN_BLOCKS, per_sm, blocks);
+  std::printf("variant chunk=%lld unroll=%d threads=%d min_blocks=%d items=%d -> %d blocks/SM, grid %d\n",
+              (long long)xsc::kChunkBytes, xsc::kUnroll, xsc_cuda::kThreads, XSC_CUDA_MIN_BLOCKS, xsc::kItems, per_sm,
+              blocks);
   cudaEvent_t a, b;
   CHECK(cudaEventCreate(&a));
   CHECK(cudaEventCreate(&b));

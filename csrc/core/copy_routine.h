@@ -17,7 +17,7 @@
 #pragma once
 
 #ifndef XSC_CHUNK_BYTES
-#define XSC_CHUNK_BYTES 16384
+#define XSC_CHUNK_BYTES 8192  // tuned on an H200: see docs/performance.md
 #endif
 
 #if defined(__CUDACC__)
@@ -215,9 +215,12 @@ XSC_FN i64 owned_count(i64 k0, i64 u, i64 me, i64 groups) {
 #define XSC_ITEMS 8
 #endif
 constexpr int kItems = XSC_ITEMS;  // entries per work-item per tile: one tile covers local_size * kItems
+// Positions in one group's unit list of one tile fit 32 bits: that would take 2^32 units of kChunkBytes.
 
 // The whole batch, called by every work-item of every group. `Source` yields count(), units(i), span(i).
-// g.scratch_start() / g.scratch_first() are local-memory arrays of local_size() entries each.
+// g.scratch_start() / g.scratch_first() are local-memory arrays of local_size() * kItems entries: for each
+// entry of the current tile, the position of its first owned unit in this group's unit list, and the
+// offset (< groups) of that unit within the entry. Lookups then touch local memory only.
 template <class G, class Source>
 XSC_FN void run_batch(G& g, const Source& src) {
   const i64 n = src.count();
@@ -225,9 +228,9 @@ XSC_FN void run_batch(G& g, const Source& src) {
   const i64 me = g.group_id();
   const i64 t = g.local_id();
   const i64 tile = g.local_size() * kItems;
-  i64* start = g.scratch_start();  // position, in this group's unit list, of work-item t's first owned unit
-  i64* first = g.scratch_first();  // global index of the first unit of work-item t's first entry
-  i64 units_before = 0;            // units of all entries before this tile (same on every work-item)
+  unsigned int* start = g.scratch_start();
+  unsigned int* offset = g.scratch_first();
+  i64 units_before = 0;  // units of all entries before this tile (same on every work-item)
   for (i64 base = 0; base < n; base += tile) {
     const i64 e0 = base + t * kItems;  // this work-item's entries: e0 .. e0 + kItems - 1
     i64 u[kItems];
@@ -238,37 +241,34 @@ XSC_FN void run_batch(G& g, const Source& src) {
       sum += u[k];
     }
     i64 tile_units = 0;
-    const i64 k0 = units_before + g.exclusive_scan(sum, &tile_units);
-    i64 mine = 0, kk = k0;
+    i64 kk = units_before + g.exclusive_scan(sum, &tile_units);  // global index of e0's first unit
+    i64 mine[kItems];
+    i64 my_sum = 0;
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
-      mine += owned_count(kk, u[k], me, groups);
+      mine[k] = owned_count(kk, u[k], me, groups);
+      offset[t * kItems + k] = (unsigned int)first_owned(kk, me, groups);
+      my_sum += mine[k];
       kk += u[k];
     }
     i64 my_units = 0;
-    start[t] = g.exclusive_scan(mine, &my_units);
-    first[t] = k0;
+    i64 pos = g.exclusive_scan(my_sum, &my_units);
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) {
+      start[t * kItems + k] = (unsigned int)pos;
+      pos += mine[k];
+    }
     g.barrier();
     for (i64 j = g.sg_id(); j < my_units; j += g.num_sgs()) {
-      // The owner of list position j is the last work-item whose start is <= j (work-items owning none
-      // share the next one's start, and the last of them is the owner).
-      i64 lo = 0, hi = g.local_size() - 1;
+      // The owner of list position j is the last entry whose start is <= j (entries owning none share
+      // the next one's start, and the last of them is the owner).
+      i64 lo = 0, hi = tile - 1;
       while (lo < hi) {
         const i64 mid = (lo + hi + 1) / 2;
-        if (start[mid] <= j) lo = mid;
+        if ((i64)start[mid] <= j) lo = mid;
         else hi = mid - 1;
       }
-      // Walk that work-item's entries to the one holding its (j - start)-th owned unit.
-      i64 rank = j - start[lo], e = base + lo * kItems, k = first[lo];
-      for (;;) {
-        const i64 ue = src.units(e);
-        const i64 c = owned_count(k, ue, me, groups);
-        if (rank < c) break;
-        rank -= c;
-        k += ue;
-        ++e;
-      }
-      copy_unit(g, src.span(e), first_owned(k, me, groups) + rank * groups);
+      copy_unit(g, src.span(base + lo), (i64)offset[lo] + (j - (i64)start[lo]) * groups);
     }
     g.barrier();  // the scratch arrays are rewritten by the next tile
     units_before += tile_units;

@@ -16,8 +16,8 @@ constexpr int kThreads = XSC_CUDA_THREADS;
 constexpr int kWarp = 32;
 
 struct CudaGroup {
-  xsc::i64* start;
-  xsc::i64* first;
+  unsigned int* start;
+  unsigned int* first;
   xsc::i64* warp_sums;  // kThreads / kWarp partial sums for the group scan
 
   __device__ xsc::i64 group_id() const { return blockIdx.x; }
@@ -30,8 +30,8 @@ struct CudaGroup {
   __device__ xsc::i64 sg_size() const { return kWarp; }
   __device__ void barrier() const { __syncthreads(); }
   __device__ void sg_barrier() const { __syncwarp(); }
-  __device__ xsc::i64* scratch_start() const { return start; }
-  __device__ xsc::i64* scratch_first() const { return first; }
+  __device__ unsigned int* scratch_start() const { return start; }
+  __device__ unsigned int* scratch_first() const { return first; }
 
   // Block-wide exclusive prefix sum: warp shuffles, then one warp scans the warp totals.
   __device__ xsc::i64 exclusive_scan(xsc::i64 v, xsc::i64* total) const {
@@ -64,7 +64,8 @@ struct CudaGroup {
 __global__ void __launch_bounds__(kThreads, XSC_CUDA_MIN_BLOCKS) batch_memcpy_kernel(const xsc::u64* src, const xsc::u64* dst,
                                                                  const void* sizes, int sizes_are_64bit,
                                                                  xsc::i64 n) {
-  __shared__ xsc::i64 start[kThreads], first[kThreads], warp_sums[kThreads / kWarp];
+  __shared__ unsigned int start[kThreads * xsc::kItems], first[kThreads * xsc::kItems];
+  __shared__ xsc::i64 warp_sums[kThreads / kWarp];
   CudaGroup g{start, first, warp_sums};
   xsc::PointerTableSource source{src, dst, sizes, sizes_are_64bit, n};
   xsc::run_batch(g, source);

@@ -34,7 +34,7 @@ size_t launch_groups(const sycl::device& device) {
 size_t launch_group_size(const sycl::device& device, const sycl::kernel& kernel) {
   size_t limit = kernel.get_info<sycl::info::kernel_device_specific::work_group_size>(device);
   limit = std::min(limit, device.get_info<sycl::info::device::max_work_group_size>());
-  size_t size = 512;  // the kernel's local arrays hold up to 1024 entries
+  size_t size = 512;  // the kernel's local arrays are sized for at most 512 work-items
   while (size > limit) size /= 2;
   return std::max<size_t>(size, 1);
 }

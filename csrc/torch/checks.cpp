@@ -2,14 +2,23 @@
 
 #include <c10/util/Exception.h>
 
+#include <string>
+
 namespace xsc {
 namespace {
 
+// "[3, 1]": shapes and strides spelled out here rather than streamed, the same on every torch version.
+std::string list_str(c10::IntArrayRef values) {
+  std::string out = "[";
+  for (size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + std::to_string(values[i]);
+  return out + "]";
+}
+
 void check_vector(const at::Tensor& t, const char* name) {
   TORCH_CHECK(t.defined(), name, " is undefined");
-  TORCH_CHECK(t.dim() == 1, name, " must be 1-D, got shape ", t.sizes());
-  TORCH_CHECK(t.is_contiguous(), name, " must be contiguous, got stride ", t.strides(), " for shape ",
-              t.sizes());
+  TORCH_CHECK(t.dim() == 1, name, " must be 1-D, got shape ", list_str(t.sizes()));
+  TORCH_CHECK(t.is_contiguous(), name, " must be contiguous, got stride ", list_str(t.strides()), " for shape ",
+              list_str(t.sizes()));
 }
 
 }  // namespace
