@@ -31,11 +31,17 @@ def usable_on(device_type):
         return False
     if device_type in ("cuda", "xpu"):
         return True
+    return _interpreting()
+
+
+def _interpreting():
     return os.environ.get("TRITON_INTERPRET") == "1"
 
 
 @functools.lru_cache(maxsize=None)
-def _kernels():
+def _kernels(interpret):
+    """Kernels built once per mode (``interpret`` is only the cache key: Triton
+    itself reads TRITON_INTERPRET when ``triton.jit`` runs)."""
     import triton
     import triton.language as tl
 
@@ -77,12 +83,12 @@ def _kernels():
 
 
 def bytewise_call(src_table, dst_table, sizes):
-    kernel = _kernels()[0]
+    kernel = _kernels(_interpreting())[0]
     grid = (src_table.numel(),)
     return lambda: kernel[grid](src_table, dst_table, sizes, BLOCK=BYTEWISE_BLOCK)
 
 
 def tiled_call(src_table, dst_table, sizes):
-    kernel = _kernels()[1]
+    kernel = _kernels(_interpreting())[1]
     grid = (src_table.numel(), TILES)
     return lambda: kernel[grid](src_table, dst_table, sizes, TILES=TILES, BLOCK=WORD_BLOCK)
