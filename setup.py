@@ -54,7 +54,8 @@ if USE_JIT and PREFIX is None:
 # releases); forcing an older one miscompiles torch's own inline helpers (seen: crashes while formatting errors).
 CXX_FLAGS = ["-O3"]
 SYCL_HOST_FLAGS = ["-DSYCL_DISABLE_FSYCL_SYCLHPP_WARNING", "-Wno-deprecated-declarations"]
-CORE = [rel("csrc", "torch", f) for f in ("schema.cpp", "checks.cpp", "cpu_ops.cpp", "pointer_ops.cpp", "module.cpp")]
+CORE = [rel("csrc", "torch", f) for f in ("schema.cpp", "checks.cpp", "state_plan.cpp", "cpu_ops.cpp", "pointer_ops.cpp",
+                                                  "module.cpp")]
 SYCL_OPS = [rel("csrc", "torch", "sycl_ops.cpp"), rel("csrc", "sycl", "launcher.cpp")]
 INCLUDES = [str(ROOT / "csrc" / d) for d in ("core", "sycl", "torch")] + [str(GENERATED)]
 
@@ -84,7 +85,8 @@ if USE_JIT:
     lib = str(PREFIX / "lib")
     ext_modules.append(ce.CppExtension(
         "xpu_state_copy._sycl_jit",
-        SYCL_OPS + [rel("csrc", "torch", "checks.cpp"), rel("csrc", "torch", "sycl_module.cpp"),
+        SYCL_OPS + [rel("csrc", "torch", "checks.cpp"), rel("csrc", "torch", "state_plan.cpp"),
+                    rel("csrc", "torch", "sycl_module.cpp"),
                     rel("csrc", "sycl", "kernel_provider_jit.cpp")],
         include_dirs=INCLUDES + [str(PREFIX / "include"), str(PREFIX / "include" / "sycl")],
         library_dirs=[lib],

@@ -217,6 +217,21 @@ XSC_FN i64 owned_count(i64 k0, i64 u, i64 me, i64 groups) {
 constexpr int kItems = XSC_ITEMS;  // entries per work-item per tile: one tile covers local_size * kItems
 // Positions in one group's unit list of one tile fit 32 bits: that would take 2^32 units of kChunkBytes.
 
+// The entry holding position j of this group's unit list (the last entry of the tile whose start is <= j:
+// entries owning none share the next one's start), its span, and which of its units that position is.
+template <class Source>
+XSC_FN void locate(const Source& src, const unsigned int* start, const unsigned int* offset, i64 tile, i64 base,
+                   i64 groups, i64 j, Span& span, i64& unit) {
+  i64 lo = 0, hi = tile - 1;
+  while (lo < hi) {
+    const i64 mid = (lo + hi + 1) / 2;
+    if ((i64)start[mid] <= j) lo = mid;
+    else hi = mid - 1;
+  }
+  span = src.span(base + lo);
+  unit = (i64)offset[lo] + (j - (i64)start[lo]) * groups;
+}
+
 // The whole batch, called by every work-item of every group. `Source` yields count(), units(i), span(i).
 // g.scratch_start() / g.scratch_first() are local-memory arrays of local_size() * kItems entries: for each
 // entry of the current tile, the position of its first owned unit in this group's unit list, and the
@@ -259,16 +274,21 @@ XSC_FN void run_batch(G& g, const Source& src) {
       pos += mine[k];
     }
     g.barrier();
-    for (i64 j = g.sg_id(); j < my_units; j += g.num_sgs()) {
-      // The owner of list position j is the last entry whose start is <= j (entries owning none share
-      // the next one's start, and the last of them is the owner).
-      i64 lo = 0, hi = tile - 1;
-      while (lo < hi) {
-        const i64 mid = (lo + hi + 1) / 2;
-        if ((i64)start[mid] <= j) lo = mid;
-        else hi = mid - 1;
-      }
-      copy_unit(g, src.span(base + lo), (i64)offset[lo] + (j - (i64)start[lo]) * groups);
+    // Sub-group w takes positions w, w + num_sgs, ... of this group's unit list. The next unit's entry is
+    // looked up (and its span loaded) before the current unit is copied, so that latency overlaps the copy.
+    i64 j = g.sg_id();
+    Span span;
+    i64 unit = 0;
+    if (j < my_units) locate(src, start, offset, tile, base, groups, j, span, unit);
+    while (j < my_units) {
+      const i64 next_j = j + g.num_sgs();
+      Span next_span;
+      i64 next_unit = 0;
+      if (next_j < my_units) locate(src, start, offset, tile, base, groups, next_j, next_span, next_unit);
+      copy_unit(g, span, unit);
+      span = next_span;
+      unit = next_unit;
+      j = next_j;
     }
     g.barrier();  // the scratch arrays are rewritten by the next tile
     units_before += tile_units;
@@ -297,6 +317,55 @@ struct PointerTableSource {
     s.rows = 1;
     s.src_stride = s.dst_stride = 0;
     return s;
+  }
+};
+
+}  // namespace xsc
+
+namespace xsc {
+
+// Entries computed from the state tensors themselves (the copy_states_ op): entry i is (request r, state j)
+// with r = i / states, j = i % states. Per state, the plan holds kPlanFields int64 values (built on the host
+// from the tensors, see state_plan.h); per request, the block ids and the token shift live on the device.
+enum PlanField { kBase, kBlockStride, kBlocks, kRows, kRowStride, kRowBytes, kTokenBytes, kPlanFields };
+
+struct StatePlanSource {
+  const i64* plan;
+  i64 states;
+  const void* src_blocks;
+  const void* dst_blocks;
+  const void* shifts;
+  int ids_are_64bit;
+  i64 requests;
+
+  XSC_FN i64 count() const { return requests * states; }
+  XSC_FN i64 id(const void* table, i64 r) const {
+    return ids_are_64bit ? ((const i64*)table)[r] : (i64)((const int*)table)[r];
+  }
+  // Block src -> block dst of state j, the first `shift` tokens dropped from the source and the rest landing
+  // at the start of the destination. Whole-block states have token_bytes 0, so the shift is ignored. A
+  // negative or out-of-range block id, a negative shift or one that leaves nothing yields an empty span.
+  XSC_FN Span span(i64 i) const {
+    const i64 r = i / states, j = i % states;
+    const i64* p = plan + j * kPlanFields;
+    const i64 sb = id(src_blocks, r), db = id(dst_blocks, r), shift = id(shifts, r);
+    const i64 shift_bytes = shift * p[kTokenBytes];
+    Span s;
+    s.rows = p[kRows];
+    s.row_bytes = p[kRowBytes] - shift_bytes;
+    s.src_stride = s.dst_stride = (u64)p[kRowStride];
+    if (sb < 0 || db < 0 || sb >= p[kBlocks] || db >= p[kBlocks] || shift < 0 || s.row_bytes <= 0) {
+      s.rows = 0;
+      s.row_bytes = 0;
+    }
+    const u64 base = (u64)p[kBase], stride = (u64)p[kBlockStride];
+    s.src = base + (u64)sb * stride + (u64)shift_bytes;
+    s.dst = base + (u64)db * stride;
+    return s;
+  }
+  XSC_FN i64 units(i64 i) const {
+    const Span s = span(i);
+    return units_of(s.rows, s.row_bytes);
   }
 };
 

@@ -7,20 +7,24 @@
 #include <torch/library.h>
 
 #include "checks.h"
+#include "state_plan.h"
 #include "batch_memcpy_kernel.cuh"
 
 namespace {
 
 using xsc_cuda::batch_memcpy_kernel;
+using xsc_cuda::copy_states_kernel;
 using xsc_cuda::kThreads;
 
 // Resident blocks of the whole GPU: the grid is persistent, each block takes its share of units.
-int launch_blocks(int device) {
+// One cache per kernel (each kernel type instantiates its own).
+template <class Kernel>
+int launch_blocks(Kernel kernel, int device) {
   static int cached[64] = {0};
   int& blocks = cached[device % 64];
   if (blocks == 0) {
     int per_sm = 0, sms = 0;
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, batch_memcpy_kernel, kThreads, 0));
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
     C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     blocks = std::max(1, per_sm) * sms;
   }
@@ -31,10 +35,23 @@ void cuda_batch_memcpy(const at::Tensor& src_ptrs, const at::Tensor& dst_ptrs, c
   const xsc::BatchMemcpyShape shape = xsc::check_batch_memcpy_args(src_ptrs, dst_ptrs, sizes);
   if (shape.count == 0) return;
   const c10::cuda::CUDAGuard guard(src_ptrs.device());
-  const int blocks = launch_blocks(src_ptrs.device().index());
+  const int blocks = launch_blocks(batch_memcpy_kernel, src_ptrs.device().index());
   batch_memcpy_kernel<<<blocks, kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
       reinterpret_cast<const xsc::u64*>(src_ptrs.data_ptr()), reinterpret_cast<const xsc::u64*>(dst_ptrs.data_ptr()),
       sizes.data_ptr(), shape.sizes_are_64bit ? 1 : 0, shape.count);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+void cuda_copy_states(at::TensorList states, at::IntArrayRef kinds, const at::Tensor& src_blocks,
+                      const at::Tensor& dst_blocks, const at::Tensor& shifts) {
+  const xsc::CopyStatesShape shape = xsc::check_copy_states_args(states, kinds, src_blocks, dst_blocks, shifts);
+  if (shape.requests == 0) return;
+  const c10::cuda::CUDAGuard guard(states[0].device());
+  const at::Tensor plan = xsc::device_state_plan(states, kinds);
+  const int blocks = launch_blocks(copy_states_kernel, states[0].device().index());
+  copy_states_kernel<<<blocks, kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
+      reinterpret_cast<const xsc::i64*>(plan.data_ptr<int64_t>()), shape.states, src_blocks.data_ptr(), dst_blocks.data_ptr(), shifts.data_ptr(),
+      shape.ids_are_64bit ? 1 : 0, shape.requests);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -42,4 +59,5 @@ void cuda_batch_memcpy(const at::Tensor& src_ptrs, const at::Tensor& dst_ptrs, c
 
 TORCH_LIBRARY_IMPL(xpu_state_copy, CUDA, m) {
   m.impl("batch_memcpy", &cuda_batch_memcpy);
+  m.impl("copy_states_", &cuda_copy_states);
 }

@@ -71,4 +71,14 @@ __global__ void __launch_bounds__(kThreads, XSC_CUDA_MIN_BLOCKS) batch_memcpy_ke
   xsc::run_batch(g, source);
 }
 
+__global__ void __launch_bounds__(kThreads, XSC_CUDA_MIN_BLOCKS) copy_states_kernel(
+    const xsc::i64* plan, xsc::i64 states, const void* src_blocks, const void* dst_blocks, const void* shifts,
+    int ids_are_64bit, xsc::i64 requests) {
+  __shared__ unsigned int start[kThreads * xsc::kItems], first[kThreads * xsc::kItems];
+  __shared__ xsc::i64 warp_sums[kThreads / kWarp];
+  CudaGroup g{start, first, warp_sums};
+  xsc::StatePlanSource source{plan, states, src_blocks, dst_blocks, shifts, ids_are_64bit, requests};
+  xsc::run_batch(g, source);
+}
+
 }  // namespace xsc_cuda

@@ -14,7 +14,7 @@ namespace syclexp = sycl::ext::oneapi::experimental;
 
 const char* kernel_origin() { return "sycl-jit"; }
 
-sycl::kernel build_batch_memcpy_kernel(const sycl::context& context, sycl::device device) {
+Kernels build_kernels(const sycl::context& context, sycl::device device) {
   if (!device.ext_oneapi_can_compile(syclexp::source_language::sycl)) {
     throw std::runtime_error(
         "xpu_state_copy: SYCL device '" + device.get_info<sycl::info::device::name>() +
@@ -26,9 +26,10 @@ sycl::kernel build_batch_memcpy_kernel(const sycl::context& context, sycl::devic
         context, syclexp::source_language::sycl, std::string(kBatchCopyKernelSource),
         syclexp::properties{syclexp::include_files{"copy_routine.h", std::string(kCopyRoutineHeader)}});
     auto executable = syclexp::build(source, std::vector<sycl::device>{device});
-    return executable.ext_oneapi_get_kernel("xsc_batch_memcpy");
+    return Kernels{executable.ext_oneapi_get_kernel("xsc_batch_memcpy"),
+                   executable.ext_oneapi_get_kernel("xsc_copy_states")};
   } catch (const sycl::exception& e) {
-    throw std::runtime_error(std::string("xpu_state_copy: compiling the SYCL copy kernel at run time failed "
+    throw std::runtime_error(std::string("xpu_state_copy: compiling the SYCL copy kernels at run time failed "
                                          "(check SYCL_CACHE_DIR is writable, or unset SYCL_CACHE_PERSISTENT): ") +
                              e.what());
   }

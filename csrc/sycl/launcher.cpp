@@ -7,10 +7,10 @@
 namespace xsc_sycl {
 namespace {
 
-struct CachedKernel {
+struct CachedKernels {
   sycl::context context;
   sycl::device device;
-  sycl::kernel kernel;
+  Kernels kernels;
 };
 
 std::mutex& cache_mutex() {
@@ -19,8 +19,8 @@ std::mutex& cache_mutex() {
 }
 
 // Never destroyed: SYCL objects released after the SYCL runtime's own shutdown crash the process at exit.
-std::vector<CachedKernel>& cache() {
-  static auto* c = new std::vector<CachedKernel>();
+std::vector<CachedKernels>& cache() {
+  static auto* c = new std::vector<CachedKernels>();
   return *c;
 }
 
@@ -39,36 +39,44 @@ size_t launch_group_size(const sycl::device& device, const sycl::kernel& kernel)
   return std::max<size_t>(size, 1);
 }
 
+// One nd_range launch of `kernel` over the device's resident groups, with `args` as its parameters.
+template <class... Args>
+sycl::event launch(sycl::queue& queue, const sycl::kernel& kernel, Args... args) {
+  const sycl::device device = queue.get_device();
+  const size_t local = launch_group_size(device, kernel);
+  const size_t global = local * launch_groups(device);
+  return queue.submit([&](sycl::handler& h) {
+    h.set_args(args...);
+    h.parallel_for(sycl::nd_range<1>{sycl::range<1>{global}, sycl::range<1>{local}}, kernel);
+  });
+}
+
 }  // namespace
 
-sycl::kernel batch_memcpy_kernel(const sycl::queue& queue) {
+Kernels kernels_for(const sycl::queue& queue) {
   const sycl::context context = queue.get_context();
   const sycl::device device = queue.get_device();
   // Held across the build: concurrent first calls wait for the one build instead of racing it.
   std::lock_guard<std::mutex> lock(cache_mutex());
-  for (const CachedKernel& c : cache())
-    if (c.context == context && c.device == device) return c.kernel;
-  sycl::kernel kernel = build_batch_memcpy_kernel(context, device);
-  cache().push_back(CachedKernel{context, device, kernel});
-  return kernel;
+  for (const CachedKernels& c : cache())
+    if (c.context == context && c.device == device) return c.kernels;
+  cache().push_back(CachedKernels{context, device, build_kernels(context, device)});
+  return cache().back().kernels;
 }
 
-sycl::event launch_batch_memcpy(sycl::queue& queue, const BatchMemcpyArgs& args) {
-  if (args.count == 0) return sycl::event();
-  sycl::kernel kernel = batch_memcpy_kernel(queue);
-  const sycl::device device = queue.get_device();
-  const size_t local = launch_group_size(device, kernel);
-  const size_t global = local * launch_groups(device);
-  // Argument types match the kernel's parameters exactly (set_args copies them by value).
-  const auto* src = reinterpret_cast<const unsigned long long*>(args.src_ptrs);
-  const auto* dst = reinterpret_cast<const unsigned long long*>(args.dst_ptrs);
-  const void* sizes = args.sizes;
-  const int sizes_are_64bit = args.sizes_are_64bit ? 1 : 0;
-  const long long count = args.count;
-  return queue.submit([&](sycl::handler& h) {
-    h.set_args(src, dst, sizes, sizes_are_64bit, count);
-    h.parallel_for(sycl::nd_range<1>{sycl::range<1>{global}, sycl::range<1>{local}}, kernel);
-  });
+// Argument types below match the kernels' parameters exactly: set_args copies them by value.
+sycl::event launch_batch_memcpy(sycl::queue& queue, const BatchMemcpyArgs& a) {
+  if (a.count == 0) return sycl::event();
+  return launch(queue, kernels_for(queue).batch_memcpy, reinterpret_cast<const unsigned long long*>(a.src_ptrs),
+                reinterpret_cast<const unsigned long long*>(a.dst_ptrs), a.sizes, a.sizes_are_64bit ? 1 : 0,
+                (long long)a.count);
+}
+
+sycl::event launch_copy_states(sycl::queue& queue, const CopyStatesArgs& a) {
+  if (a.states == 0 || a.requests == 0) return sycl::event();
+  return launch(queue, kernels_for(queue).copy_states, reinterpret_cast<const long long*>(a.plan),
+                (long long)a.states, a.src_blocks, a.dst_blocks, a.shifts, a.ids_are_64bit ? 1 : 0,
+                (long long)a.requests);
 }
 
 }  // namespace xsc_sycl

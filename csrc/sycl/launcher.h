@@ -15,18 +15,35 @@ struct BatchMemcpyArgs {
   int64_t count;
 };
 
-// Enqueues one launch for the whole batch on `queue` and returns its event; no host synchronization.
-// count == 0 enqueues nothing and returns a default (complete) event.
-sycl::event launch_batch_memcpy(sycl::queue& queue, const BatchMemcpyArgs& args);
+// The copy_states_ op: see xsc::StatePlanSource in copy_routine.h.
+struct CopyStatesArgs {
+  const int64_t* plan;  // device-visible [states][xsc::kPlanFields]
+  int64_t states;
+  const void* src_blocks;  // device-visible int32 or int64 per request
+  const void* dst_blocks;
+  const void* shifts;
+  bool ids_are_64bit;
+  int64_t requests;
+};
 
-// The kernel for the queue's context and device: compiled (sycl-jit) or looked up (sycl-aot) at most once
-// per process, context and device, whichever thread asks first; later calls reuse it.
-sycl::kernel batch_memcpy_kernel(const sycl::queue& queue);
+// Each enqueues one launch for the whole batch on `queue` and returns its event; no host synchronization.
+// An empty batch enqueues nothing and returns a default (complete) event.
+sycl::event launch_batch_memcpy(sycl::queue& queue, const BatchMemcpyArgs& args);
+sycl::event launch_copy_states(sycl::queue& queue, const CopyStatesArgs& args);
+
+struct Kernels {
+  sycl::kernel batch_memcpy;
+  sycl::kernel copy_states;
+};
+
+// The kernels for the queue's context and device: compiled (sycl-jit) or looked up (sycl-aot) at most once
+// per process, context and device, whichever thread asks first; later calls reuse them.
+Kernels kernels_for(const sycl::queue& queue);
 
 // "sycl-aot" or "sycl-jit": how this library obtains its kernels.
 const char* kernel_origin();
 
-// The device-specific part of kernel_origin(); implemented by kernel_provider_{jit,aot}.
-sycl::kernel build_batch_memcpy_kernel(const sycl::context& context, sycl::device device);
+// Implemented by kernel_provider_{jit,aot}.
+Kernels build_kernels(const sycl::context& context, sycl::device device);
 
 }  // namespace xsc_sycl

@@ -9,7 +9,9 @@
 #include <string>
 
 #include "checks.h"
+#include "copy_routine.h"
 #include "cpu_backend.h"
+#include "state_plan.h"
 
 namespace xsc {
 
@@ -40,20 +42,56 @@ void native_batch_memcpy(const at::Tensor& src_ptrs, const at::Tensor& dst_ptrs,
   });
 }
 
+// The same spans the kernel computes (xsc::StatePlanSource), each row a memmove; (request, state) pairs
+// never overlap one another, so they run in parallel.
+void native_copy_states(at::TensorList states, at::IntArrayRef kinds, const at::Tensor& src_blocks,
+                        const at::Tensor& dst_blocks, const at::Tensor& shifts, const CopyStatesShape& shape) {
+  const at::Tensor plan = build_state_plan(states, kinds);
+  const xsc::StatePlanSource source{reinterpret_cast<const xsc::i64*>(plan.data_ptr<int64_t>()), shape.states, src_blocks.data_ptr(),
+                                    dst_blocks.data_ptr(), shifts.data_ptr(), shape.ids_are_64bit ? 1 : 0,
+                                    shape.requests};
+  at::parallel_for(0, source.count(), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const xsc::Span s = source.span(i);
+      for (int64_t r = 0; r < s.rows; ++r)
+        std::memmove(reinterpret_cast<void*>((uintptr_t)(s.dst + (uint64_t)r * s.dst_stride)),
+                     reinterpret_cast<const void*>((uintptr_t)(s.src + (uint64_t)r * s.src_stride)),
+                     (size_t)s.row_bytes);
+    }
+  });
+}
+
+// The SYCL implementation registered under `name` for CPU tensors, or an error saying why there is none.
+c10::OperatorHandle sycl_cpu_op(const char* name) {
+  const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
+  TORCH_CHECK(op.hasKernelForDispatchKey(c10::DispatchKey::CPU),
+              "XPU_STATE_COPY_BACKEND=sycl, but the SYCL backend is not loaded: "
+              "xpu_state_copy.sycl_status() says why (usually: pip install intel-sycl-rt intel-opencl-rt, "
+              "then rebuild xpu_state_copy so its SYCL module is built)");
+  return op;
+}
+
 void cpu_batch_memcpy(const at::Tensor& src_ptrs, const at::Tensor& dst_ptrs, const at::Tensor& sizes) {
   const BatchMemcpyShape shape = check_batch_memcpy_args(src_ptrs, dst_ptrs, sizes);
   if (cpu_backend_choice() == CpuBackend::Native) {
     native_batch_memcpy(src_ptrs, dst_ptrs, sizes, shape);
     return;
   }
-  static const auto sycl_op = c10::Dispatcher::singleton()
-                                  .findSchemaOrThrow("xpu_state_copy::_sycl_batch_memcpy", "")
-                                  .typed<void(const at::Tensor&, const at::Tensor&, const at::Tensor&)>();
-  TORCH_CHECK(sycl_op.hasKernelForDispatchKey(c10::DispatchKey::CPU),
-              "XPU_STATE_COPY_BACKEND=sycl, but the SYCL backend is not loaded: "
-              "xpu_state_copy.sycl_status() says why (usually: pip install intel-sycl-rt intel-opencl-rt, "
-              "then rebuild xpu_state_copy so its SYCL module is built)");
-  sycl_op.call(src_ptrs, dst_ptrs, sizes);
+  sycl_cpu_op("xpu_state_copy::_sycl_batch_memcpy")
+      .typed<void(const at::Tensor&, const at::Tensor&, const at::Tensor&)>()
+      .call(src_ptrs, dst_ptrs, sizes);
+}
+
+void cpu_copy_states(at::TensorList states, at::IntArrayRef kinds, const at::Tensor& src_blocks,
+                     const at::Tensor& dst_blocks, const at::Tensor& shifts) {
+  const CopyStatesShape shape = check_copy_states_args(states, kinds, src_blocks, dst_blocks, shifts);
+  if (cpu_backend_choice() == CpuBackend::Native) {
+    native_copy_states(states, kinds, src_blocks, dst_blocks, shifts, shape);
+    return;
+  }
+  sycl_cpu_op("xpu_state_copy::_sycl_copy_states_")
+      .typed<void(at::TensorList, at::IntArrayRef, const at::Tensor&, const at::Tensor&, const at::Tensor&)>()
+      .call(states, kinds, src_blocks, dst_blocks, shifts);
 }
 
 }  // namespace
@@ -61,4 +99,5 @@ void cpu_batch_memcpy(const at::Tensor& src_ptrs, const at::Tensor& dst_ptrs, co
 
 TORCH_LIBRARY_IMPL(xpu_state_copy, CPU, m) {
   m.impl("batch_memcpy", &xsc::cpu_batch_memcpy);
+  m.impl("copy_states_", &xsc::cpu_copy_states);
 }

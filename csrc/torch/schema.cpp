@@ -8,6 +8,10 @@ TORCH_LIBRARY(xpu_state_copy, m) {
   // The SYCL kernel on CPU tensors (the Intel OpenCL CPU device); batch_memcpy routes here when
   // XPU_STATE_COPY_BACKEND=sycl. Registered by the SYCL module when it loads.
   m.def("_sycl_batch_memcpy(Tensor src_ptrs, Tensor(a!) dst_ptrs, Tensor sizes) -> ()");
+  // Block-to-block copies of whole state pools, every address computed in C++/kernel code; see
+  // python/xpu_state_copy/ops.py (copy_states_) for the meaning of kinds, blocks and shifts.
+  m.def("copy_states_(Tensor(a!)[] states, int[] kinds, Tensor src_blocks, Tensor dst_blocks, Tensor shifts) -> ()");
+  m.def("_sycl_copy_states_(Tensor(a!)[] states, int[] kinds, Tensor src_blocks, Tensor dst_blocks, Tensor shifts) -> ()");
   m.def("pointer_table(Tensor[] tensors) -> Tensor");
   m.def("write_pointers_(Tensor(a!) table, Tensor[] tensors, int start=0) -> ()");
 }

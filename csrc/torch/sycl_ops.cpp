@@ -11,6 +11,7 @@
 
 #include "checks.h"
 #include "launcher.h"
+#include "state_plan.h"
 #include "sycl_ops.h"
 
 namespace xsc {
@@ -37,6 +38,27 @@ sycl::queue& sycl_cpu_queue() {
 
 namespace {
 
+xsc_sycl::CopyStatesArgs to_launch_args(const at::Tensor& plan, const at::Tensor& src_blocks,
+                                        const at::Tensor& dst_blocks, const at::Tensor& shifts,
+                                        const CopyStatesShape& shape) {
+  return xsc_sycl::CopyStatesArgs{plan.data_ptr<int64_t>(), shape.states, src_blocks.data_ptr(),
+                                  dst_blocks.data_ptr(), shifts.data_ptr(), shape.ids_are_64bit, shape.requests};
+}
+
+void sycl_cpu_copy_states(at::TensorList states, at::IntArrayRef kinds, const at::Tensor& src_blocks,
+                          const at::Tensor& dst_blocks, const at::Tensor& shifts) {
+  const CopyStatesShape shape = check_copy_states_args(states, kinds, src_blocks, dst_blocks, shifts);
+  TORCH_CHECK(states[0].device().is_cpu(), "the SYCL CPU path takes CPU tensors, got states on ",
+              states[0].device());
+  const at::Tensor plan = build_state_plan(states, kinds);
+  try {
+    xsc_sycl::launch_copy_states(sycl_cpu_queue(), to_launch_args(plan, src_blocks, dst_blocks, shifts, shape))
+        .wait_and_throw();
+  } catch (const sycl::exception& e) {
+    TORCH_CHECK(false, "SYCL copy_states_ on the CPU device failed: ", e.what());
+  }
+}
+
 void sycl_cpu_batch_memcpy(const at::Tensor& src_ptrs, const at::Tensor& dst_ptrs, const at::Tensor& sizes) {
   const BatchMemcpyShape shape = check_batch_memcpy_args(src_ptrs, dst_ptrs, sizes);
   TORCH_CHECK(src_ptrs.device().is_cpu(), "the SYCL CPU path takes CPU tensors, got src_ptrs on ",
@@ -56,6 +78,15 @@ void xpu_batch_memcpy(const at::Tensor& src_ptrs, const at::Tensor& dst_ptrs, co
   sycl::queue& queue = c10::xpu::getCurrentXPUStream(src_ptrs.device().index()).queue();
   xsc_sycl::launch_batch_memcpy(queue, to_launch_args(src_ptrs, dst_ptrs, sizes, shape));
 }
+
+void xpu_copy_states(at::TensorList states, at::IntArrayRef kinds, const at::Tensor& src_blocks,
+                     const at::Tensor& dst_blocks, const at::Tensor& shifts) {
+  const CopyStatesShape shape = check_copy_states_args(states, kinds, src_blocks, dst_blocks, shifts);
+  c10::DeviceGuard guard(states[0].device());
+  const at::Tensor plan = device_state_plan(states, kinds);
+  sycl::queue& queue = c10::xpu::getCurrentXPUStream(states[0].device().index()).queue();
+  xsc_sycl::launch_copy_states(queue, to_launch_args(plan, src_blocks, dst_blocks, shifts, shape));
+}
 #endif
 
 }  // namespace
@@ -63,10 +94,12 @@ void xpu_batch_memcpy(const at::Tensor& src_ptrs, const at::Tensor& dst_ptrs, co
 
 TORCH_LIBRARY_IMPL(xpu_state_copy, CPU, m) {
   m.impl("_sycl_batch_memcpy", &xsc::sycl_cpu_batch_memcpy);
+  m.impl("_sycl_copy_states_", &xsc::sycl_cpu_copy_states);
 }
 
 #ifdef XSC_WITH_TORCH_XPU
 TORCH_LIBRARY_IMPL(xpu_state_copy, XPU, m) {
   m.impl("batch_memcpy", &xsc::xpu_batch_memcpy);
+  m.impl("copy_states_", &xsc::xpu_copy_states);
 }
 #endif

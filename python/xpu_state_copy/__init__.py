@@ -5,17 +5,19 @@ arithmetic. Here addresses are taken from tensors in C++ and copied by one kerne
 GPUs and the OpenCL CPU device, a CUDA twin on NVIDIA GPUs, memmove on plain CPU tensors).
 """
 from ._loader import BackendUnavailable, backend, sycl_status
-from .ops import batch_memcpy, pointer_table, write_pointers_
+from .ops import STATE_KINDS, batch_memcpy, copy_states_, pointer_table, write_pointers_
 from .pointers import as_signed, as_unsigned
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BackendUnavailable",
+    "STATE_KINDS",
     "as_signed",
     "as_unsigned",
     "backend",
     "batch_memcpy",
+    "copy_states_",
     "pointer_table",
     "sycl_status",
     "write_pointers_",

@@ -1,5 +1,5 @@
 """Thin Python wrappers over the registered ops, and their fake implementations for torch.compile."""
-from typing import Sequence
+from typing import Optional, Sequence
 
 import torch
 
@@ -18,6 +18,35 @@ def batch_memcpy(src_ptrs: torch.Tensor, dst_ptrs: torch.Tensor, sizes: torch.Te
     The call is asynchronous on accelerators (enqueued on the current stream) and never reads sizes back.
     """
     _ops.batch_memcpy(src_ptrs, dst_ptrs, sizes)
+
+
+STATE_KINDS = {"whole": 0, "conv_sd": 1, "conv_ds": 2}
+
+
+def copy_states_(states: Sequence[torch.Tensor], kinds: Sequence[str], src_blocks: torch.Tensor,
+                 dst_blocks: torch.Tensor, shifts: Optional[torch.Tensor] = None) -> None:
+    """Copy block src_blocks[r] to block dst_blocks[r] of every state, for every request r, in one launch.
+
+    Every address is computed in C++/kernel code from the tensors; nothing passes through Python ints.
+
+    states: state pools ``[num_blocks, ...]`` (block dim 0, block stride may be padded), any dtype, one device.
+    kinds, one per state:
+      "whole"    state[dst] = state[src] (temporal/SSM states; each block contiguous);
+      "conv_sd"  ``[blocks, tokens, dim]``: state[dst, :T-s] = state[src, s:] with s = shifts[r];
+      "conv_ds"  ``[blocks, dim, tokens]``: state[dst, :, :T-s] = state[src, :, s:] (tokens contiguous).
+    src_blocks, dst_blocks, shifts: 1-D int32 or int64 (one dtype), one entry per request, on the states'
+    device; shifts defaults to zeros (passing it avoids an allocation per call). A block id of -1 skips that
+    request; src == dst with a shift is an in-place left shift, done correctly. Ids and shifts on the CPU are
+    range-checked; on an accelerator they are not read back, and the kernel skips invalid ones.
+    Requests must not write blocks that other requests read or write.
+    """
+    try:
+        kind_ids = [STATE_KINDS[k] if isinstance(k, str) else int(k) for k in kinds]
+    except KeyError as error:
+        raise ValueError(f"kinds: unknown kind {error.args[0]!r}; expected one of {sorted(STATE_KINDS)}") from None
+    if shifts is None:
+        shifts = torch.zeros_like(src_blocks)
+    _ops.copy_states_(list(states), kind_ids, src_blocks, dst_blocks, shifts)
 
 
 def pointer_table(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -47,6 +76,16 @@ def _batch_memcpy_fake(src_ptrs, dst_ptrs, sizes):
 
 @torch.library.register_fake("xpu_state_copy::_sycl_batch_memcpy")
 def _sycl_batch_memcpy_fake(src_ptrs, dst_ptrs, sizes):
+    return None
+
+
+@torch.library.register_fake("xpu_state_copy::copy_states_")
+def _copy_states_fake(states, kinds, src_blocks, dst_blocks, shifts):
+    return None
+
+
+@torch.library.register_fake("xpu_state_copy::_sycl_copy_states_")
+def _sycl_copy_states_fake(states, kinds, src_blocks, dst_blocks, shifts):
     return None
 
 

@@ -1,0 +1,120 @@
+#include "state_plan.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include <list>
+#include <mutex>
+#include <utility>
+
+#include "copy_routine.h"
+
+namespace xsc {
+namespace {
+
+void check_ids(const at::Tensor& t, const char* name, const at::Tensor& like, const at::Device& device) {
+  TORCH_CHECK(t.dim() == 1 && t.is_contiguous(), name, " must be a 1-D contiguous tensor, got ", t.dim(), "-D");
+  TORCH_CHECK(t.scalar_type() == at::kInt || t.scalar_type() == at::kLong, name,
+              " must be torch.int32 or torch.int64, got ", t.scalar_type());
+  TORCH_CHECK(t.scalar_type() == like.scalar_type(), name, " is ", t.scalar_type(), " but src_blocks is ",
+              like.scalar_type(), "; block ids and shifts share one dtype");
+  TORCH_CHECK(t.numel() == like.numel(), name, " has ", t.numel(), " entries but src_blocks has ", like.numel());
+  TORCH_CHECK(t.device() == device, name, " is on ", t.device(), " but states[0] is on ", device);
+}
+
+int64_t host_id(const at::Tensor& t, int64_t r) {
+  return t.scalar_type() == at::kLong ? t.data_ptr<int64_t>()[r] : t.data_ptr<int32_t>()[r];
+}
+
+}  // namespace
+
+CopyStatesShape check_copy_states_args(at::TensorList states, at::IntArrayRef kinds, const at::Tensor& src_blocks,
+                                       const at::Tensor& dst_blocks, const at::Tensor& shifts) {
+  TORCH_CHECK(!states.empty(), "states is empty");
+  TORCH_CHECK(kinds.size() == states.size(), "kinds has ", kinds.size(), " entries but states has ", states.size());
+  const at::Device device = states[0].device();
+  int64_t min_blocks = INT64_MAX;
+  for (size_t j = 0; j < states.size(); ++j) {
+    const at::Tensor& s = states[j];
+    TORCH_CHECK(s.device() == device, "states[", j, "] is on ", s.device(), " but states[0] is on ", device);
+    TORCH_CHECK(kinds[j] >= kWholeBlock && kinds[j] <= kConvDS, "kinds[", j, "] = ", kinds[j],
+                " is not 0 (whole block), 1 (conv, [blocks, tokens, dim]) or 2 (conv, [blocks, dim, tokens])");
+    TORCH_CHECK(s.dim() >= 2, "states[", j, "] must have a block dimension and a state, got ", s.dim(), "-D");
+    if (kinds[j] != kWholeBlock) {
+      TORCH_CHECK(s.dim() == 3, "states[", j, "] is a conv state and must be 3-D, got ", s.dim(), "-D");
+    }
+    // Within a block the copied bytes must be laid out as the plan says: a whole block (or SD block)
+    // contiguous; for DS, each channel's tokens contiguous.
+    const at::Tensor block = s.select(0, 0);
+    if (kinds[j] == kConvDS) {
+      TORCH_CHECK(s.stride(2) == 1, "states[", j, "] (conv, [blocks, dim, tokens]) must have contiguous tokens, got "
+                  "stride ", s.stride(2));
+    } else {
+      TORCH_CHECK(block.is_contiguous(), "states[", j, "] must be contiguous within a block (only the block "
+                  "stride may be padded)");
+    }
+    min_blocks = std::min<int64_t>(min_blocks, s.size(0));
+  }
+  check_ids(src_blocks, "src_blocks", src_blocks, device);
+  check_ids(dst_blocks, "dst_blocks", src_blocks, device);
+  check_ids(shifts, "shifts", src_blocks, device);
+  if (device.is_cpu()) {  // ids on an accelerator are not read back (no sync); the kernel skips bad ones
+    for (int64_t r = 0; r < src_blocks.numel(); ++r) {
+      for (auto& [name, t] : {std::pair<const char*, const at::Tensor*>{"src_blocks", &src_blocks},
+                              {"dst_blocks", &dst_blocks}}) {
+        const int64_t b = host_id(*t, r);
+        TORCH_CHECK(b >= -1 && b < min_blocks, name, "[", r, "] = ", b, " is not a block id (-1 skips; ",
+                    "the smallest state has ", min_blocks, " blocks)");
+      }
+      TORCH_CHECK(host_id(shifts, r) >= 0, "shifts[", r, "] = ", host_id(shifts, r), " is negative");
+    }
+  }
+  return CopyStatesShape{(int64_t)states.size(), src_blocks.numel(), src_blocks.scalar_type() == at::kLong};
+}
+
+at::Tensor build_state_plan(at::TensorList states, at::IntArrayRef kinds) {
+  at::Tensor plan = at::empty({(int64_t)states.size(), xsc::kPlanFields}, at::TensorOptions().dtype(at::kLong));
+  int64_t* p = plan.data_ptr<int64_t>();
+  for (size_t j = 0; j < states.size(); ++j, p += xsc::kPlanFields) {
+    const at::Tensor& s = states[j];
+    const int64_t es = s.element_size();
+    const uint64_t base = reinterpret_cast<uintptr_t>(s.data_ptr());
+    p[xsc::kBase] = (int64_t)base;  // the address's bits; the kernel reads them back as uint64
+    p[xsc::kBlockStride] = s.stride(0) * es;
+    p[xsc::kBlocks] = s.size(0);
+    if (kinds[j] == kConvDS) {
+      p[xsc::kRows] = s.size(1);
+      p[xsc::kRowStride] = s.stride(1) * es;
+      p[xsc::kRowBytes] = s.size(2) * es;
+      p[xsc::kTokenBytes] = es;
+    } else {
+      p[xsc::kRows] = 1;
+      p[xsc::kRowStride] = 0;
+      p[xsc::kRowBytes] = s.select(0, 0).numel() * es;
+      p[xsc::kTokenBytes] = kinds[j] == kConvSD ? s.size(2) * es : 0;
+    }
+  }
+  return plan;
+}
+
+at::Tensor device_state_plan(at::TensorList states, at::IntArrayRef kinds) {
+  at::Tensor host = build_state_plan(states, kinds);
+  const at::Device device = states[0].device();
+  if (device.is_cpu()) return host;
+  static std::mutex mutex;
+  // (host plan, device plan), most recent first. Never destroyed: device memory freed after the device
+  // runtime shut down at exit crashes the process.
+  static auto& cache = *new std::list<std::pair<at::Tensor, at::Tensor>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  for (auto it = cache.begin(); it != cache.end(); ++it) {
+    if (it->second.device() == device && it->first.equal(host)) {
+      cache.splice(cache.begin(), cache, it);
+      return it->second;
+    }
+  }
+  cache.emplace_front(host, host.to(device));
+  if (cache.size() > 8) cache.pop_back();
+  return cache.front().second;
+}
+
+}  // namespace xsc

@@ -1,0 +1,35 @@
+// copy_states_: the per-state "plan" (addresses, strides and sizes the kernel needs, xsc::PlanField order)
+// built on the host from the state tensors, and the checks of the op's arguments.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace xsc {
+
+// What is copied of each state between blocks (the `kinds` argument, by index).
+enum StateKind : int64_t {
+  kWholeBlock = 0,  // state[dst] = state[src]: temporal / SSM states, block contiguous
+  kConvSD = 1,      // [blocks, tokens, dim]: state[dst, :T-shift] = state[src, shift:]
+  kConvDS = 2,      // [blocks, dim, tokens]: state[dst, :, :T-shift] = state[src, :, shift:]
+};
+
+struct CopyStatesShape {
+  int64_t states;
+  int64_t requests;
+  bool ids_are_64bit;
+};
+
+// Checks every argument (naming it and its value) before anything runs.
+CopyStatesShape check_copy_states_args(at::TensorList states, at::IntArrayRef kinds, const at::Tensor& src_blocks,
+                                       const at::Tensor& dst_blocks, const at::Tensor& shifts);
+
+// The plan as a host int64 tensor [states, kPlanFields].
+at::Tensor build_state_plan(at::TensorList states, at::IntArrayRef kinds);
+
+// The plan on the states' device. Built once per distinct (states, kinds) and kept (a few at most), so the
+// hot path neither allocates device memory nor copies to the device after the first call.
+at::Tensor device_state_plan(at::TensorList states, at::IntArrayRef kinds);
+
+}  // namespace xsc
