@@ -22,7 +22,7 @@ if has build; then
 fi
 if has test; then
   echo "== test"
-  "$PY" -m pytest -q -ra -p no:cacheprovider tests ${PYTEST_K:+-k "$PYTEST_K"} > "$OUT/pytest.txt" 2>&1
+  "$PY" -m pytest -q -ra -p no:cacheprovider tests ${PYTEST_K:+-k "$PYTEST_K"} ${PYTEST_IGNORE:+--ignore "$PYTEST_IGNORE"} > "$OUT/pytest.txt" 2>&1
   tail -25 "$OUT/pytest.txt"
 fi
 if has bench; then
