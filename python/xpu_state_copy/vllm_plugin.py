@@ -1,0 +1,240 @@
+"""vLLM plugin: makes vLLM's Mamba/GDN state copies safe and fast on Intel GPUs.
+
+Loaded by vLLM in every process through the ``vllm.general_plugins`` entry point (``register``). On XPU
+(or with XPU_STATE_COPY_VLLM=1; =0 turns it off) it waits until ``vllm.v1.worker.mamba_utils`` is imported
+and then, after reading that module's source (see vllm_compat):
+  * routes its ``batch_memcpy`` (called by ``do_mamba_copy_block``) to ours: one SYCL launch per step;
+  * where ``MambaSpecDecodeGPUContext`` stores raw ``data_ptr()`` values into int64 tables (0.23.0-0.28.0),
+    runs that method with the tables standing behind a writer that stores the same 64 bits as int64
+    (two's complement), so an XPU address (bit 63 set) no longer raises "Overflow when unpacking long long";
+  * where ``MambaCopyBuffers`` asks for int64 pointer tables (0.23.0), hands it uint64 ones instead.
+Nothing of vLLM's code is replaced beyond those attributes; a layout it does not recognise is left alone.
+vLLM's fused spec-decode Triton kernel itself is not replaced: given the corrected tables it runs as before.
+"""
+import functools
+import importlib.abc
+import logging
+import os
+import sys
+
+from .pointers import as_signed
+from .vllm_compat import MAMBA_UTILS, inspect_mamba_utils
+
+ENV_SWITCH = "XPU_STATE_COPY_VLLM"
+# A child of vLLM's "vllm" logger, so the line comes out through vLLM's own handler and format.
+logger = logging.getLogger("vllm.xpu_state_copy")
+
+_MARK = "__xpu_state_copy_patch__"  # set on everything we install, so a second register() adds nothing
+_INT64_LIMIT = 1 << 63
+
+
+def activation():
+    """(active, why): the switch variable wins; otherwise active exactly when torch sees an XPU."""
+    setting = os.environ.get(ENV_SWITCH, "").strip().lower()
+    if setting in ("0", "false", "no", "off"):
+        return False, f"{ENV_SWITCH}={setting}"
+    if setting in ("1", "true", "yes", "on"):
+        return True, f"{ENV_SWITCH}={setting}"
+    try:
+        import torch
+
+        if hasattr(torch, "xpu") and torch.xpu.is_available():
+            return True, "torch.xpu is available"
+    except Exception as error:  # a broken XPU runtime must not stop vLLM
+        return False, f"torch.xpu check failed: {error}"
+    return False, f"no XPU device (set {ENV_SWITCH}=1 to force)"
+
+
+class _TwosComplementTable:
+    """Stands in for an int64 pointer table while vLLM fills it: ``table[i] = address`` stores the
+    address's 64 bits as the int64 with the same bits, which is what the kernels reading it expect."""
+
+    def __init__(self, table):
+        self._table = table
+
+    def __setitem__(self, index, value):
+        if isinstance(value, int) and not isinstance(value, bool) and value >= _INT64_LIMIT:
+            value = as_signed(value)
+        self._table[index] = value
+
+    def __getitem__(self, index):
+        return self._table[index]
+
+    def __len__(self):
+        return len(self._table)
+
+    def __getattr__(self, name):
+        return getattr(self._table, name)
+
+
+def _with_lossless_tables(method, table_names):
+    @functools.wraps(method)
+    def run_with_lossless_tables(self, *args, **kwargs):
+        import torch
+
+        swapped = {}
+        for name in table_names:
+            table = getattr(self, name, None)
+            if isinstance(table, torch.Tensor) and table.dtype == torch.int64:
+                swapped[name] = table
+                setattr(self, name, _TwosComplementTable(table))
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            for name, table in swapped.items():
+                setattr(self, name, table)
+
+    setattr(run_with_lossless_tables, _MARK, True)
+    return run_with_lossless_tables
+
+
+def _with_uint64_pointer_tables(create):
+    """MambaCopyBuffers.create, except that its int64 buffers (the src/dst pointer tables) are uint64."""
+
+    @functools.wraps(create)
+    def create_with_uint64_tables(cls, *args, **kwargs):
+        import inspect
+
+        import torch
+
+        bound = inspect.signature(create).bind(cls, *args, **kwargs)
+        make_buffer = bound.arguments["make_buffer"]
+
+        def make_pointer_buffer(*buffer_args, **buffer_kwargs):
+            if buffer_kwargs.get("dtype") is torch.int64:
+                buffer_kwargs["dtype"] = torch.uint64
+            return make_buffer(*buffer_args, **buffer_kwargs)
+
+        bound.arguments["make_buffer"] = make_pointer_buffer
+        return create(*bound.args, **bound.kwargs)
+
+    setattr(create_with_uint64_tables, _MARK, True)
+    return classmethod(create_with_uint64_tables)
+
+
+def _routed_batch_memcpy(vllm_batch_memcpy):
+    from .ops import batch_memcpy
+
+    def batch_memcpy_via_xpu_state_copy(src_ptrs, dst_ptrs, sizes):
+        """vLLM's batch_memcpy contract (same tables, memmove per entry), served by xpu_state_copy."""
+        batch_memcpy(src_ptrs, dst_ptrs, sizes)
+
+    batch_memcpy_via_xpu_state_copy.vllm_original = vllm_batch_memcpy
+    setattr(batch_memcpy_via_xpu_state_copy, _MARK, True)
+    return batch_memcpy_via_xpu_state_copy
+
+
+ROUTE_BATCH_MEMCPY = "batch_memcpy -> xpu_state_copy.batch_memcpy"
+UINT64_COPY_TABLES = "MambaCopyBuffers src_ptrs/dst_ptrs built as uint64"
+
+
+def planned_changes(layout):
+    """What patch_mamba_utils changes for this layout, one phrase each (empty: nothing)."""
+    if layout.unrecognised:
+        return []
+    changes = [ROUTE_BATCH_MEMCPY] if layout.batch_memcpy_routable else []
+    if layout.raw_pointer_tables:
+        changes.append(f"MambaSpecDecodeGPUContext.{layout.pointer_writer} stores "
+                       f"{', '.join(layout.raw_pointer_tables)} as two's complement int64")
+    if layout.int64_copy_tables:
+        changes.append(UINT64_COPY_TABLES)
+    return changes
+
+
+def _apply(module, layout, change):
+    """Make one planned change; False when it is already in place."""
+    if change == ROUTE_BATCH_MEMCPY:
+        if getattr(module.batch_memcpy, _MARK, False):
+            return False
+        module.batch_memcpy = _routed_batch_memcpy(module.batch_memcpy)
+    elif change == UINT64_COPY_TABLES:
+        buffers = module.MambaCopyBuffers
+        if getattr(buffers.create, _MARK, False):
+            return False
+        buffers.create = _with_uint64_pointer_tables(buffers.__dict__["create"].__func__)
+    else:
+        context = module.MambaSpecDecodeGPUContext
+        if getattr(getattr(context, layout.pointer_writer), _MARK, False):
+            return False
+        method = context.__dict__[layout.pointer_writer]
+        setattr(context, layout.pointer_writer, _with_lossless_tables(method, layout.raw_pointer_tables))
+    return True
+
+
+def patch_mamba_utils(module):
+    """Apply the planned changes to an imported mamba_utils; returns those applied now. Never raises."""
+    try:
+        layout = inspect_mamba_utils(module)
+        if layout.unrecognised:
+            logger.warning("xpu_state_copy: vLLM %s has a mamba_utils layout this plugin does not recognise "
+                           "(%s); patched nothing", layout.version, "; ".join(layout.unrecognised))
+            return []
+        applied, skipped = [], []
+        for change in planned_changes(layout):
+            try:
+                if _apply(module, layout, change):
+                    applied.append(change)
+            except Exception as error:  # e.g. our compiled op missing: the other fixes still apply
+                skipped.append(f"{change} skipped: {type(error).__name__}: {error}")
+        if applied or skipped:
+            why = ("XPU device addresses have bit 63 set and overflow int64 pointer tables"
+                   if layout.has_unsafe_pointer_writes else "state copies in one SYCL launch")
+            log = logger.warning if skipped else logger.info
+            log("xpu_state_copy: patched vLLM %s: %s (%s; %s=0 disables)", layout.version,
+                "; ".join(applied + skipped) or "nothing", why, ENV_SWITCH)
+        return applied
+    except Exception as error:  # vLLM must start even if this plugin is wrong about it
+        logger.warning("xpu_state_copy: could not patch vLLM's mamba_utils (%s: %s); patched nothing",
+                       type(error).__name__, error)
+        return []
+
+
+class _LoaderThenPatch(importlib.abc.Loader):
+    """The module's own loader, followed by the patch once the module body has run."""
+
+    def __init__(self, loader, after_exec):
+        self._loader, self._after_exec = loader, after_exec
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        self._after_exec(module)
+
+    def __getattr__(self, name):  # get_source, get_filename, ... stay the original loader's
+        return getattr(self._loader, name)
+
+
+class _PatchWhenImported(importlib.abc.MetaPathFinder):
+    """Patches mamba_utils when something imports it, so register() itself imports nothing heavy."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != MAMBA_UTILS:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                spec.loader = _LoaderThenPatch(spec.loader, patch_mamba_utils)
+                return spec
+            if spec is not None:
+                return None
+        return None
+
+
+def register():
+    """Entry point of ``vllm.general_plugins``. Never raises: a failure is one warning and no patch."""
+    try:
+        active, why = activation()
+        if not active:
+            logger.debug("xpu_state_copy: not patching vLLM (%s)", why)
+            return
+        if MAMBA_UTILS in sys.modules:
+            patch_mamba_utils(sys.modules[MAMBA_UTILS])
+        elif not any(isinstance(finder, _PatchWhenImported) for finder in sys.meta_path):
+            sys.meta_path.insert(0, _PatchWhenImported())
+    except Exception as error:
+        logger.warning("xpu_state_copy: plugin registration failed (%s: %s); vLLM runs unpatched",
+                       type(error).__name__, error)

@@ -1,0 +1,172 @@
+"""The vLLM plugin's logic on small stand-in modules written here (no vLLM needed).
+
+The stand-ins mimic only the shapes the plugin looks for: a module-level batch_memcpy called by
+do_mamba_copy_block, a context whose method stores ``x.data_ptr()`` into int64 tables, and a buffer factory
+asking for int64 pointer tables. tests/vllm_releases/ runs the same plugin against real vLLM releases.
+"""
+import importlib.util
+import logging
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from xpu_state_copy import as_unsigned, pointer_table, vllm_plugin
+from xpu_state_copy.vllm_compat import MAMBA_UTILS, inspect_mamba_utils
+
+UNSAFE = '''
+import torch
+
+def batch_memcpy(src_ptrs, dst_ptrs, sizes):
+    raise AssertionError("the stand-in's own copy must not run once the plugin routed it")
+
+def do_mamba_copy_block(tables):
+    batch_memcpy(*tables)
+
+class MambaCopyBuffers:
+    def __init__(self, src_ptrs, dst_ptrs, sizes):
+        self.src_ptrs, self.dst_ptrs, self.sizes = src_ptrs, dst_ptrs, sizes
+
+    @classmethod
+    def create(cls, n, make_buffer):
+        return cls(src_ptrs=make_buffer(n, dtype=torch.int64), dst_ptrs=make_buffer(n, dtype=torch.int64),
+                   sizes=make_buffer(n, dtype=torch.int32))
+
+class MambaSpecDecodeGPUContext:
+    def __init__(self):
+        self.state_base_addrs = torch.zeros(2, dtype=torch.int64)
+        self.block_table_ptrs = torch.zeros(1, dtype=torch.int64)
+
+    def initialize_from_forward_context(self, states, block_table):
+        for idx, state in enumerate(states):
+            self.state_base_addrs[idx] = state.data_ptr()
+        self.block_table_ptrs[0] = block_table.data_ptr()
+'''
+FIXED = UNSAFE.replace("= state.data_ptr()", "= signed(state.data_ptr())").replace(
+    "= block_table.data_ptr()", "= signed(block_table.data_ptr())").replace("torch.int64)", "torch.uint64)") \
+    + "\ndef signed(v):\n    return v - (1 << 64) if v >= 1 << 63 else v\n"
+UNRECOGNISED = UNSAFE.replace("def batch_memcpy(src_ptrs, dst_ptrs, sizes):", "def batch_memcpy(pairs):")
+OVERFLOW = "Overflow when unpacking long long"
+
+
+class HighAddressTensor(torch.Tensor):
+    """Reports its address with bit 63 set, as an XPU allocation does; only ever stored, never copied."""
+
+    def data_ptr(self):
+        return torch.Tensor.data_ptr(self) + (1 << 63)
+
+
+def load(tmp_path, source, name="stand_in_mamba_utils"):
+    path = tmp_path / f"{name}.py"
+    path.write_text(textwrap.dedent(source))
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def high_inputs():
+    states = [torch.zeros(4, 8).as_subclass(HighAddressTensor) for _ in range(2)]
+    return states, torch.zeros(2, 4, dtype=torch.int32).as_subclass(HighAddressTensor)
+
+
+def test_layout_of_an_unsafe_release(tmp_path):
+    layout = inspect_mamba_utils(load(tmp_path, UNSAFE), version="x")
+    assert layout.unrecognised == [] and layout.batch_memcpy_routable
+    assert layout.pointer_writer == "initialize_from_forward_context"
+    assert layout.raw_pointer_tables == ("state_base_addrs", "block_table_ptrs")
+    assert layout.int64_copy_tables and layout.has_unsafe_pointer_writes
+
+
+def test_a_fixed_release_only_gets_the_copy_routed(tmp_path):
+    module = load(tmp_path, FIXED)
+    writer = module.MambaSpecDecodeGPUContext.initialize_from_forward_context
+    assert not inspect_mamba_utils(module).has_unsafe_pointer_writes
+    assert vllm_plugin.patch_mamba_utils(module) == [vllm_plugin.ROUTE_BATCH_MEMCPY]
+    assert module.MambaSpecDecodeGPUContext.initialize_from_forward_context is writer
+
+
+def test_unrecognised_layout_patches_nothing_and_warns(tmp_path, caplog):
+    module = load(tmp_path, UNRECOGNISED)
+    original = module.batch_memcpy
+    with caplog.at_level(logging.WARNING, logger="vllm.xpu_state_copy"):
+        assert vllm_plugin.patch_mamba_utils(module) == []
+    assert module.batch_memcpy is original
+    assert any("does not recognise" in record.getMessage() for record in caplog.records)
+
+
+def test_unpatched_stand_in_overflows_like_the_report(tmp_path):
+    module = load(tmp_path, UNSAFE)
+    with pytest.raises(ValueError, match=OVERFLOW):
+        module.MambaSpecDecodeGPUContext().initialize_from_forward_context(*high_inputs())
+
+
+def test_patched_context_stores_the_exact_bits(tmp_path, caplog):
+    module = load(tmp_path, UNSAFE)
+    with caplog.at_level(logging.INFO, logger="vllm.xpu_state_copy"):
+        applied = vllm_plugin.patch_mamba_utils(module)
+    assert len(applied) == 3
+    assert [r.getMessage() for r in caplog.records if "patched" in r.getMessage()][0].count("bit 63") == 1
+    context = module.MambaSpecDecodeGPUContext()
+    states, block_table = high_inputs()
+    context.initialize_from_forward_context(states, block_table)
+    assert [as_unsigned(v) for v in context.state_base_addrs.tolist()] == [s.data_ptr() for s in states]
+    assert as_unsigned(context.block_table_ptrs.item()) == block_table.data_ptr()
+    assert isinstance(context.state_base_addrs, torch.Tensor)  # the stand-in table is gone afterwards
+    assert vllm_plugin.patch_mamba_utils(module) == []  # idempotent
+
+
+def test_patched_copy_buffers_are_uint64_and_copies_run_through_our_op(tmp_path):
+    module = load(tmp_path, UNSAFE)
+    vllm_plugin.patch_mamba_utils(module)
+    buffers = module.MambaCopyBuffers.create(4, lambda n, dtype: torch.zeros(n, dtype=dtype))
+    assert (buffers.src_ptrs.dtype, buffers.dst_ptrs.dtype, buffers.sizes.dtype) == \
+           (torch.uint64, torch.uint64, torch.int32)
+    state = torch.arange(64, dtype=torch.uint8)
+    expected = state.clone()
+    expected[0:30] = state[2:32]  # an overlapping left shift, as a conv state's token shift is
+    module.do_mamba_copy_block((pointer_table([state[2:]]), pointer_table([state]),
+                                torch.tensor([30], dtype=torch.int32)))
+    assert torch.equal(state, expected)
+
+
+@pytest.mark.parametrize("value, active", [("0", False), ("1", True), ("off", False), ("yes", True)])
+def test_switch_variable_decides(monkeypatch, value, active):
+    monkeypatch.setenv(vllm_plugin.ENV_SWITCH, value)
+    assert vllm_plugin.activation()[0] is active
+
+
+def test_register_never_raises(monkeypatch, caplog):
+    def broken():
+        raise RuntimeError("driver exploded")
+
+    monkeypatch.setattr(vllm_plugin, "activation", broken)
+    with caplog.at_level(logging.WARNING, logger="vllm.xpu_state_copy"):
+        assert vllm_plugin.register() is None
+    assert any("driver exploded" in record.getMessage() for record in caplog.records)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="a real vLLM is installed here")
+def test_register_patches_mamba_utils_when_it_is_imported_later(tmp_path, monkeypatch):
+    package = tmp_path / "vllm" / "v1" / "worker"
+    package.mkdir(parents=True)
+    for directory in (tmp_path / "vllm", tmp_path / "vllm" / "v1", package):
+        (directory / "__init__.py").write_text("")
+    (package / "mamba_utils.py").write_text(textwrap.dedent(UNSAFE))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv(vllm_plugin.ENV_SWITCH, "1")
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
+        monkeypatch.delitem(sys.modules, name)
+    vllm_plugin.register()
+    vllm_plugin.register()  # vLLM may load plugins more than once: one hook only
+    assert sum(isinstance(f, vllm_plugin._PatchWhenImported) for f in sys.meta_path) == 1
+    try:
+        module = importlib.import_module(MAMBA_UTILS)
+        assert getattr(module.batch_memcpy, "__xpu_state_copy_patch__", False)
+        states, block_table = high_inputs()
+        module.MambaSpecDecodeGPUContext().initialize_from_forward_context(states, block_table)
+    finally:
+        for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
+            del sys.modules[name]
