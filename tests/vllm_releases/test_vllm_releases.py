@@ -1,0 +1,143 @@
+"""The plugin against real vLLM releases (0.23.0, 0.28.0 and the newest), on CPU tensors.
+
+Each release runs twice in a subprocess (scenarios.py): plugin off (XPU_STATE_COPY_VLLM=0) and on (=1),
+both times loaded through vLLM's own load_general_plugins() and our installed entry point. A release that
+cannot be installed here is skipped with pip's reason; XPU_STATE_COPY_REQUIRE_VLLM=1 (CI) fails instead.
+Override the releases with XPU_STATE_COPY_VLLM_VERSIONS=0.23.0,0.29.0,...
+"""
+import importlib.metadata
+import json
+import os
+import pathlib
+
+import pytest
+
+import vllm_envs
+
+SCENARIOS = pathlib.Path(__file__).with_name("scenarios.py")
+OVERFLOW = "ValueError: Overflow when unpacking long long"  # the error of the original report
+
+
+def _versions():
+    chosen = os.environ.get("XPU_STATE_COPY_VLLM_VERSIONS")
+    if chosen:
+        return [v.strip() for v in chosen.split(",") if v.strip()]
+    return ["0.23.0", "0.28.0", vllm_envs.newest_vllm()]
+
+
+def _release(version):
+    return tuple(int(part) for part in version.split(".")[:2])
+
+
+def _our_entry_point():
+    try:
+        dist = importlib.metadata.distribution("xpu-state-copy")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    return next((ep.value for ep in dist.entry_points
+                 if ep.group == "vllm.general_plugins" and ep.name == "xpu_state_copy"), "")
+
+
+def _unavailable(reason):
+    if os.environ.get("XPU_STATE_COPY_REQUIRE_VLLM") == "1":
+        pytest.fail(f"vLLM environment required but unavailable: {reason}")
+    pytest.skip(reason)
+
+
+class Runs:
+    def __init__(self, version, off, on, on_output):
+        self.version, self.off, self.on, self.on_output = version, off, on, on_output
+        self.affected = (0, 23) <= _release(version) <= (0, 28)  # raw data_ptr() into int64 tables
+        self.int64_copy_tables = _release(version) == (0, 23)
+
+
+def _run(version, plugin):
+    done = vllm_envs.run_in_vllm(version, [str(SCENARIOS), plugin, "populate", "collect_high", "copy", "doctor"])
+    assert done.returncode == 0, f"scenarios ({plugin}) failed on vLLM {version}:\n{done.stderr[-3000:]}"
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module", params=_versions())
+def runs(request):
+    entry_point = _our_entry_point()
+    if entry_point is None:
+        pytest.skip("xpu_state_copy is not installed as a distribution (pip install . first)")
+    assert entry_point == "xpu_state_copy.vllm_plugin:register", "vllm.general_plugins entry point missing"
+    try:
+        off, _ = _run(request.param, "off")
+        on, on_output = _run(request.param, "on")
+    except vllm_envs.EnvUnavailable as why:
+        _unavailable(f"vLLM {request.param}: {why}")
+    for result in (off, on):
+        for scenario in ("populate", "collect_high", "copy", "doctor"):
+            assert "crash" not in result[scenario], result[scenario]["crash"]
+    return Runs(request.param, off, on, on_output)
+
+
+def test_the_release_under_test_is_the_one_installed(runs):
+    assert runs.off["vllm_version"] == runs.on["vllm_version"] == runs.version
+
+
+def test_unpatched_vllm_fails_the_way_the_report_says_only_on_affected_releases(runs):
+    populate = runs.off["populate"]
+    if runs.affected:
+        assert populate.get("error") == OVERFLOW
+    else:
+        assert "error" not in populate
+        assert populate["state_addrs"] == populate["expected_state_addrs"]
+
+
+def test_plugin_stores_addresses_with_bit_63_exactly(runs):
+    populate = runs.on["populate"]
+    assert "error" not in populate, populate.get("error")
+    assert all(address >= 1 << 63 for address in populate["expected_state_addrs"])
+    assert populate["state_addrs"] == populate["expected_state_addrs"]
+    assert populate["block_table_addr"] == populate["expected_block_table_addr"]
+    assert populate["table_dtypes"] == ["torch.int64", "torch.int64"]  # vLLM's tables, not replacements
+
+
+def test_copy_tables_hold_high_addresses_with_the_plugin(runs):
+    collected = runs.on["collect_high"]
+    assert collected["table_dtype"] == "torch.uint64"
+    assert collected["dst_addrs"] == collected["expected_dst_addrs"]
+    if runs.int64_copy_tables:
+        assert runs.off["collect_high"]["table_dtype"] == "torch.int64"
+        assert runs.off["collect_high"]["error"].startswith("OverflowError")
+
+
+def test_plugin_copies_the_same_bytes_as_vllms_own_kernel(runs):
+    ours, theirs = runs.on["copy"], runs.off["copy"]
+    assert ours["routed"] and not theirs["routed"]
+    assert ours["entries"] == theirs["entries"] == 12
+    assert theirs["after"] != theirs["before"], "vLLM's kernel copied nothing: the comparison would be empty"
+    assert ours["after"] == theirs["after"]
+
+
+def test_plugin_patches_only_what_the_release_gets_wrong(runs):
+    expected = {"batch_memcpy"}
+    if runs.affected:
+        expected |= {name for name in runs.on["patched"] if name.startswith("MambaSpecDecodeGPUContext.")}
+        assert len(expected) == 2, runs.on["patched"]
+    if runs.int64_copy_tables:
+        expected.add("MambaCopyBuffers.create")
+    assert set(runs.on["patched"]) == expected
+    assert runs.off["patched"] == []  # XPU_STATE_COPY_VLLM=0 turns it off
+    assert runs.on["reapplied"] == []  # a second application changes nothing
+
+
+def test_plugin_logs_one_line_through_vllms_logger(runs):
+    lines = [line for line in runs.on_output.splitlines() if "xpu_state_copy: patched vLLM" in line]
+    assert len(lines) == 1, lines
+    assert runs.version in lines[0] and "XPU_STATE_COPY_VLLM=0 disables" in lines[0]
+    assert ("bit 63" in lines[0]) == runs.affected
+
+
+def test_doctor_sees_the_unsafe_writes_and_the_plugin(runs):
+    off, on = runs.off["doctor"]["vllm"], runs.on["doctor"]["vllm"]
+    assert off["version"] == runs.version
+    assert off["layout"]["has_unsafe_pointer_writes"] == runs.affected
+    assert on["plugin_entry_point"] == "xpu_state_copy.vllm_plugin:register"
+    assert (off["plugin_active"], on["plugin_active"]) == (False, True)
+    assert on["would_patch"] == off["would_patch"]
+    assert len(on["would_patch"]) == 1 + runs.affected + runs.int64_copy_tables
+    assert runs.off["doctor"]["problems"] == []  # CPU addresses never have bit 63 set

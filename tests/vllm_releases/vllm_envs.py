@@ -1,0 +1,106 @@
+"""Cached environments holding real vLLM releases next to this interpreter's CPU torch.
+
+Each release goes into its own directory with ``pip install --no-deps --target``, and the pure-Python
+packages its ``vllm.v1.worker.mamba_utils`` needs to import (plus Triton, whose interpreter runs vLLM's own
+copy kernel on CPU tensors) into one shared directory. Nothing is installed into the running interpreter,
+so torch stays the one under test. The directories are put on PYTHONPATH of a subprocess only.
+
+Location: $XPU_STATE_COPY_VLLM_ENVS, else $XDG_CACHE_HOME/xpu-state-copy/vllm-envs, else .cache/vllm-envs
+in the repository. A directory is renamed into place only once complete, so an interrupted install is
+redone, not trusted.
+"""
+import fcntl
+import hashlib
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+# Versions chosen so one set serves 0.23.0 through 0.33.0; found by importing mamba_utils until it
+# stopped failing. Binary wheels where a package has one, but none of them pulls in a torch.
+DEPENDENCIES = (
+    "aiohappyeyeballs==2.7.1 aiohttp==3.14.5 aiosignal==1.4.0 annotated_doc==0.0.7 annotated_types==0.8.0 "
+    "anyio==4.16.0 apache-tvm-ffi==0.1.11 attrs==26.1.0 cachetools==8.0.2 cbor2==6.3.0 "
+    "certifi==2026.10.19.post1 cloudpickle==3.1.3 einops==0.8.2 fastapi==0.136.3 frozenlist==1.8.0 "
+    "gguf==0.19.0 h11==0.16.0 httpcore2==2.16.2 httpx2==2.16.2 huggingface_hub==2.4.0 idna==3.20 "
+    "llguidance==1.7.6 msgspec==0.23.0 multidict==7.2.1 openai==3.57.0 openai-harmony==0.0.8 "
+    "opentelemetry-api==1.45.2 opentelemetry-sdk==1.45.2 opentelemetry-semantic-conventions==0.66b2 "
+    "partial_json_parser==0.2.1.1.post7 prometheus_client==0.26.0 propcache==0.5.4 psutil==7.2.2 "
+    "py-cpuinfo==9.0.0 pybase64==1.5.1 pydantic==2.14.4 pydantic_core==2.50.5 pyyaml==6.0.4 pyzmq==27.3.0 "
+    "regex==2026.11.19 requests==2.34.2 safetensors==0.8.0 sniffio==1.3.1 starlette==1.10.0 "
+    "tokenizers==0.23.3 tqdm==4.70.1 transformers==5.20.2 triton==3.8.0 truststore==0.10.5 "
+    "typing_inspection==0.4.5 urllib3==2.8.0 uvloop==0.23.0 xgrammar==0.2.8 yarl==1.25.1"
+).split()
+NEWEST_KNOWN = "0.33.0"  # used when the index cannot be asked which release is the newest
+INSTALL_TIMEOUT_S = 900
+
+
+class EnvUnavailable(Exception):
+    """vLLM cannot be installed here (no network, no wheel for this platform, ...); the reason says which."""
+
+
+def cache_root() -> pathlib.Path:
+    if os.environ.get("XPU_STATE_COPY_VLLM_ENVS"):
+        return pathlib.Path(os.environ["XPU_STATE_COPY_VLLM_ENVS"])
+    if os.environ.get("XDG_CACHE_HOME"):
+        return pathlib.Path(os.environ["XDG_CACHE_HOME"]) / "xpu-state-copy" / "vllm-envs"
+    return REPO / ".cache" / "vllm-envs"
+
+
+def _pip(args, timeout=INSTALL_TIMEOUT_S):
+    command = [sys.executable, "-m", "pip", "--disable-pip-version-check", *args]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise EnvUnavailable(f"pip {' '.join(args[:3])} ... took over {timeout}s") from None
+    if done.returncode != 0:
+        raise EnvUnavailable(f"pip {' '.join(args[:3])} ... failed: {(done.stderr or done.stdout)[-600:]}")
+    return done.stdout
+
+
+def newest_vllm() -> str:
+    """The newest vLLM release on the index (pip's own query), else the newest this file knows of."""
+    try:
+        line = _pip(["index", "versions", "vllm"], timeout=120).splitlines()[0]  # "vllm (X.Y.Z)"
+        return line.split("(")[1].rstrip(")").strip()
+    except (EnvUnavailable, IndexError):
+        return NEWEST_KNOWN
+
+
+def _install(target: pathlib.Path, requirements):
+    if (target / ".complete").exists():
+        return target
+    partial = target.with_name(target.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    _pip(["install", "-q", "--no-deps", "--no-compile", "--target", str(partial), *requirements])
+    (partial / ".complete").write_text(" ".join(requirements) + "\n")
+    shutil.rmtree(target, ignore_errors=True)
+    partial.rename(target)
+    return target
+
+
+def vllm_pythonpath(version: str) -> str:
+    """PYTHONPATH for a subprocess that imports vLLM `version`; installs it first if not cached."""
+    if sys.version_info < (3, 10):
+        raise EnvUnavailable("vLLM 0.23+ needs Python >= 3.10")
+    if sys.platform != "linux":
+        raise EnvUnavailable("vLLM publishes Linux wheels only")
+    root = cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "w") as lock:  # concurrent test runs share the cache
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        digest = hashlib.sha256(" ".join(DEPENDENCIES).encode()).hexdigest()[:12]
+        deps = _install(root / f"deps-{digest}", DEPENDENCIES)
+        vllm = _install(root / f"vllm-{version}", [f"vllm=={version}"])
+    return os.pathsep.join([str(vllm), str(deps)])
+
+
+def run_in_vllm(version: str, args, extra_env=None, timeout=300):
+    """Run `python args...` with vLLM `version` importable, on CPU, with Triton in interpreter mode."""
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    env.update(PYTHONPATH=vllm_pythonpath(version), CUDA_VISIBLE_DEVICES="", TRITON_INTERPRET="1",
+               **(extra_env or {}))
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, timeout=timeout)
