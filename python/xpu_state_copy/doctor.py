@@ -1,0 +1,179 @@
+"""Check this environment for vLLM's "Overflow when unpacking long long" crash on Intel GPUs.
+
+Reports the target device, torch and its XPU build, XPU devices and driver/runtime versions, our copy
+backend per device, the installed vLLM and whether its mamba_utils stores raw addresses into int64 tables,
+whether our vLLM plugin is registered and what it would patch, a live allocation's address, and a self-test
+copy. Exit status 1 when it finds an affected setup without the fix (or a failed self-test), else 0.
+"""
+import importlib
+import importlib.metadata
+import json
+import os
+import platform
+
+import torch
+
+RUNTIME_PACKAGES = ("intel-sycl-rt", "intel-opencl-rt", "intel-cmplr-lib-rt", "intel-cmplr-lib-ur", "umf",
+                    "intel-pti", "vllm-xpu-kernels", "triton-xpu", "pytorch-triton-xpu")
+HIGH_BIT = 1 << 63
+
+
+def add_arguments(parser):
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--skip-vllm-import", action="store_true",
+                        help="do not import vLLM's mamba_utils (its version is still read from metadata)")
+
+
+def _guard(function, *args):
+    """Run one check; a check that fails becomes an 'error' entry instead of stopping the report."""
+    try:
+        return function(*args)
+    except Exception as error:
+        return {"error": f"{type(error).__name__}: {error}"}
+
+
+def _package_version(name):
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def check_torch():
+    xpu = getattr(torch, "xpu", None)
+    info = {"version": torch.__version__, "xpu_build": bool(xpu and xpu._is_compiled()),
+            "xpu_runtime": getattr(torch.version, "xpu", None), "devices": []}
+    if xpu is not None and xpu.is_available():
+        for index in range(xpu.device_count()):
+            props = xpu.get_device_properties(index)
+            info["devices"].append({"index": index, "name": props.name,
+                                    "driver_version": getattr(props, "driver_version", None),
+                                    "platform": getattr(props, "platform_name", None)})
+    return info
+
+
+def check_runtimes():
+    import ctypes.util
+
+    return {"packages": {name: _package_version(name) for name in RUNTIME_PACKAGES},
+            "level_zero_loader": ctypes.util.find_library("ze_loader"),
+            "oneapi_root": os.environ.get("ONEAPI_ROOT") or os.environ.get("CMPLR_ROOT")}
+
+
+def check_backends(devices):
+    import xpu_state_copy
+
+    origin, reason = xpu_state_copy.sycl_status()
+    backends = {}
+    for device in devices:
+        backends[str(device)] = _guard(xpu_state_copy.backend, device)
+    return {"per_device": backends, "sycl": origin, "sycl_reason": reason}
+
+
+def check_vllm(import_module):
+    from . import vllm_plugin
+    from .vllm_compat import MAMBA_UTILS, inspect_mamba_utils, installed_vllm_version
+
+    version = installed_vllm_version()
+    info = {"version": version, "plugin_entry_point": None, "plugin_allowed": True}
+    active, why = vllm_plugin.activation()
+    info["plugin_active"], info["plugin_activation"] = active, why
+    for ep in importlib.metadata.entry_points(group="vllm.general_plugins"):
+        if ep.name == "xpu_state_copy":
+            info["plugin_entry_point"] = ep.value
+    allowed = os.environ.get("VLLM_PLUGINS")
+    if allowed is not None:  # vLLM loads only the plugins named there
+        info["plugin_allowed"] = "xpu_state_copy" in [p.strip() for p in allowed.split(",")]
+    if version is None or not import_module:
+        return info
+    module = importlib.import_module(MAMBA_UTILS)
+    layout = inspect_mamba_utils(module, version)
+    info["layout"] = layout.as_dict()
+    info["would_patch"] = vllm_plugin.planned_changes(layout)
+    return info
+
+
+def probe(device):
+    """Allocate on `device`, report its address, and copy a few entries (one an overlapping shift)."""
+    from . import as_unsigned, batch_memcpy, pointer_table
+
+    base = torch.arange(4096, dtype=torch.uint8, device=device)
+    table = pointer_table([base])
+    address = as_unsigned(int(table.view(torch.int64).cpu()[0]))
+    expected = base.clone()
+    expected[1000:2000] = base[0:1000]
+    expected[3000:3900] = base[3100:4000]  # the left shift: the source overlaps the destination
+    sources = pointer_table([base[0:1000], base[3100:4000]])
+    destinations = pointer_table([base[1000:2000], base[3000:3900]])
+    batch_memcpy(sources, destinations, torch.tensor([1000, 900], dtype=torch.int32, device=device))
+    return {"device": str(device), "address": hex(address), "address_has_bit_63": address >= HIGH_BIT,
+            "pointer_table_exact": address == base.data_ptr() % (1 << 64),
+            "selftest_ok": bool(torch.equal(base.cpu(), expected.cpu()))}
+
+
+def problems(report):
+    """The findings that make this setup crash or copy wrongly; empty when it is fine."""
+    found = []
+    probe_result, vllm = report.get("probe", {}), report.get("vllm", {})
+    if "error" in probe_result or not probe_result.get("selftest_ok", False):
+        found.append(f"self-test copy failed: {probe_result.get('error', 'wrong bytes')}")
+    high = bool(probe_result.get("address_has_bit_63"))
+    unsafe = vllm.get("layout", {}).get("has_unsafe_pointer_writes", False)
+    if high and unsafe:
+        fixed = (vllm.get("plugin_entry_point") and vllm.get("plugin_allowed") and vllm.get("plugin_active")
+                 and not vllm["layout"].get("unrecognised"))
+        if not fixed:
+            found.append(f"vLLM {vllm.get('version')} stores raw device addresses into int64 tables, addresses "
+                         "here have bit 63 set, and the xpu_state_copy plugin will not patch it "
+                         f"({vllm.get('plugin_activation')}; entry point {vllm.get('plugin_entry_point')}, "
+                         f"allowed by VLLM_PLUGINS: {vllm.get('plugin_allowed')})")
+    return found
+
+
+def collect(args):
+    devices = [torch.device("cpu")]
+    if hasattr(torch, "xpu") and torch.xpu.is_available():
+        devices += [torch.device("xpu", i) for i in range(torch.xpu.device_count())]
+    current = devices[-1] if len(devices) == 1 else torch.device("xpu", torch.xpu.current_device())
+    report = {"python": platform.python_version(), "vllm_target_device": os.environ.get("VLLM_TARGET_DEVICE"),
+              "torch": _guard(check_torch), "runtimes": _guard(check_runtimes),
+              "backends": _guard(check_backends, devices),
+              "vllm": _guard(check_vllm, not args.skip_vllm_import), "probe": _guard(probe, current)}
+    report["problems"] = problems(report)
+    return report
+
+
+def _text(report):
+    torch_info, vllm, probe_result = report["torch"], report["vllm"], report["probe"]
+    lines = [f"VLLM_TARGET_DEVICE   {report['vllm_target_device']}",
+             f"torch                {torch_info.get('version')} (XPU build: {torch_info.get('xpu_build')}, "
+             f"XPU runtime: {torch_info.get('xpu_runtime')})"]
+    for device in torch_info.get("devices", []):
+        lines.append(f"XPU {device['index']}                {device['name']} (driver {device['driver_version']})")
+    runtimes = report["runtimes"]
+    for name, version in runtimes.get("packages", {}).items():
+        if version:
+            lines.append(f"{name:<21}{version}")
+    lines.append(f"Level Zero loader    {runtimes.get('level_zero_loader')}")
+    for device, backend in report["backends"].get("per_device", {}).items():
+        lines.append(f"backend {device:<13}{backend}")
+    lines.append(f"vLLM                 {vllm.get('version') or 'not installed'}")
+    if "layout" in vllm:
+        lines.append(f"  unsafe pointer writes: {vllm['layout']['has_unsafe_pointer_writes']}")
+    lines.append(f"  plugin: entry point {vllm.get('plugin_entry_point')}, active: {vllm.get('plugin_active')} "
+                 f"({vllm.get('plugin_activation')})")
+    if vllm.get("would_patch") is not None:
+        lines.append(f"  would patch: {'; '.join(vllm['would_patch']) or 'nothing'}")
+    if "error" in vllm:
+        lines.append(f"  vLLM check failed: {vllm['error']}")
+    lines.append(f"probe on {probe_result.get('device')}: address {probe_result.get('address')} "
+                 f"(bit 63 set: {probe_result.get('address_has_bit_63')}), self-test "
+                 f"{'ok' if probe_result.get('selftest_ok') else 'FAILED ' + probe_result.get('error', '')}")
+    lines += [f"PROBLEM: {p}" for p in report["problems"]] or ["no problem found"]
+    return "\n".join(lines)
+
+
+def run(args) -> int:
+    report = collect(args)
+    print(json.dumps(report, indent=2, default=str) if args.json else _text(report))
+    return 1 if report["problems"] else 0
