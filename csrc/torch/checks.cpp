@@ -37,17 +37,17 @@ BatchMemcpyShape check_batch_memcpy_args(const at::Tensor& src_ptrs, const at::T
   const auto st = sizes.scalar_type();
   TORCH_CHECK(st == at::kInt || st == at::kLong, "sizes must be torch.int32 or torch.int64, got ", st);
   const int64_t n = src_ptrs.numel();
-  TORCH_CHECK(dst_ptrs.numel() == n, "dst_ptrs has ", dst_ptrs.numel(), " entries but src_ptrs has ", n);
-  TORCH_CHECK(sizes.numel() == n, "sizes has ", sizes.numel(), " entries but src_ptrs has ", n);
-  TORCH_CHECK(dst_ptrs.device() == src_ptrs.device(), "dst_ptrs is on ", dst_ptrs.device(),
-              " but src_ptrs is on ", src_ptrs.device(), "; all three must be on the device whose memory ",
+  TORCH_CHECK(dst_ptrs.numel() == n, "dst_ptrs has ", num(dst_ptrs.numel()), " entries but src_ptrs has ", num(n));
+  TORCH_CHECK(sizes.numel() == n, "sizes has ", num(sizes.numel()), " entries but src_ptrs has ", num(n));
+  TORCH_CHECK(dst_ptrs.device() == src_ptrs.device(), "dst_ptrs is on ", dev(dst_ptrs.device()),
+              " but src_ptrs is on ", dev(src_ptrs.device()), "; all three must be on the device whose memory ",
               "the addresses point into");
-  TORCH_CHECK(sizes.device() == src_ptrs.device(), "sizes is on ", sizes.device(), " but src_ptrs is on ",
-              src_ptrs.device(), "; all three must be on the device whose memory the addresses point into");
+  TORCH_CHECK(sizes.device() == src_ptrs.device(), "sizes is on ", dev(sizes.device()), " but src_ptrs is on ",
+              dev(src_ptrs.device()), "; all three must be on the device whose memory the addresses point into");
   if (sizes.device().is_cpu()) {
     for (int64_t i = 0; i < n; ++i) {
       const int64_t b = st == at::kLong ? sizes.data_ptr<int64_t>()[i] : sizes.data_ptr<int32_t>()[i];
-      TORCH_CHECK(b >= 0, "sizes[", i, "] = ", b, " is negative");
+      TORCH_CHECK(b >= 0, "sizes[", num(i), "] = ", num(b), " is negative");
     }
   }
   return BatchMemcpyShape{n, st == at::kLong};

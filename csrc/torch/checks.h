@@ -4,8 +4,18 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <string>
 
 namespace xsc {
+
+// Numbers and devices in error messages are turned into strings here, never streamed with operator<<:
+// streamed integers crashed inside the extension on one CUDA toolchain image (the ostream code compiled
+// into the extension did not match the C++ runtime loaded in the process), while strings were fine.
+template <class T>
+std::string num(T value) {
+  return std::to_string(value);
+}
+inline std::string dev(const c10::Device& device) { return device.str(); }
 
 struct BatchMemcpyShape {
   int64_t count;

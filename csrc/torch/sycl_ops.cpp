@@ -49,7 +49,7 @@ void sycl_cpu_copy_states(at::TensorList states, at::IntArrayRef kinds, const at
                           const at::Tensor& dst_blocks, const at::Tensor& shifts) {
   const CopyStatesShape shape = check_copy_states_args(states, kinds, src_blocks, dst_blocks, shifts);
   TORCH_CHECK(states[0].device().is_cpu(), "the SYCL CPU path takes CPU tensors, got states on ",
-              states[0].device());
+              dev(states[0].device()));
   const at::Tensor plan = build_state_plan(states, kinds);
   try {
     xsc_sycl::launch_copy_states(sycl_cpu_queue(), to_launch_args(plan, src_blocks, dst_blocks, shifts, shape))
@@ -62,7 +62,7 @@ void sycl_cpu_copy_states(at::TensorList states, at::IntArrayRef kinds, const at
 void sycl_cpu_batch_memcpy(const at::Tensor& src_ptrs, const at::Tensor& dst_ptrs, const at::Tensor& sizes) {
   const BatchMemcpyShape shape = check_batch_memcpy_args(src_ptrs, dst_ptrs, sizes);
   TORCH_CHECK(src_ptrs.device().is_cpu(), "the SYCL CPU path takes CPU tensors, got src_ptrs on ",
-              src_ptrs.device());
+              dev(src_ptrs.device()));
   try {
     xsc_sycl::launch_batch_memcpy(sycl_cpu_queue(), to_launch_args(src_ptrs, dst_ptrs, sizes, shape))
         .wait_and_throw();
