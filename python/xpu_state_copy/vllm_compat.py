@@ -122,6 +122,8 @@ def _inspect_copy_buffers(module, layout: VllmLayout) -> None:
         layout.unrecognised.append("cannot read the source of MambaCopyBuffers.create")
         return
     layout.int64_copy_tables = bool(_INT64_COPY_TABLE.search(source))
+    if layout.int64_copy_tables and "make_buffer" not in inspect.signature(create).parameters:
+        layout.unrecognised.append("MambaCopyBuffers.create has no make_buffer parameter")
 
 
 def inspect_mamba_utils(module, version: Optional[str] = None) -> VllmLayout:

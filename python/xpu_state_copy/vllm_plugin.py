@@ -38,6 +38,7 @@ def activation():
     try:
         import torch
 
+        # The same call vLLM's platform detection makes: it counts devices without initialising one.
         if hasattr(torch, "xpu") and torch.xpu.is_available():
             return True, "torch.xpu is available"
     except Exception as error:  # a broken XPU runtime must not stop vLLM
@@ -98,7 +99,9 @@ def _with_uint64_pointer_tables(create):
         import torch
 
         bound = inspect.signature(create).bind(cls, *args, **kwargs)
-        make_buffer = bound.arguments["make_buffer"]
+        make_buffer = bound.arguments.get("make_buffer")
+        if make_buffer is None:  # not called the way vllm_compat checked: vLLM's own behaviour
+            return create(*bound.args, **bound.kwargs)
 
         def make_pointer_buffer(*buffer_args, **buffer_kwargs):
             if buffer_kwargs.get("dtype") is torch.int64:

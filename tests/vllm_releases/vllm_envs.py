@@ -63,7 +63,7 @@ def _pip(args, timeout=INSTALL_TIMEOUT_S):
 def newest_vllm() -> str:
     """The newest vLLM release on the index (pip's own query), else the newest this file knows of."""
     try:
-        line = _pip(["index", "versions", "vllm"], timeout=120).splitlines()[0]  # "vllm (X.Y.Z)"
+        line = _pip(["index", "versions", "--timeout", "10", "--retries", "1", "vllm"], timeout=60).splitlines()[0]  # "vllm (X.Y.Z)"
         return line.split("(")[1].rstrip(")").strip()
     except (EnvUnavailable, IndexError):
         return NEWEST_KNOWN
