@@ -15,9 +15,9 @@ std::string list_str(c10::IntArrayRef values) {
 }
 
 void check_vector(const at::Tensor& t, const char* name) {
-  TORCH_CHECK(t.defined(), name, " is undefined");
-  TORCH_CHECK(t.dim() == 1, name, " must be 1-D, got shape ", list_str(t.sizes()));
-  TORCH_CHECK(t.is_contiguous(), name, " must be contiguous, got stride ", list_str(t.strides()), " for shape ",
+  XSC_CHECK(t.defined(), name, " is undefined");
+  XSC_CHECK(t.dim() == 1, name, " must be 1-D, got shape ", list_str(t.sizes()));
+  XSC_CHECK(t.is_contiguous(), name, " must be contiguous, got stride ", list_str(t.strides()), " for shape ",
               list_str(t.sizes()));
 }
 
@@ -26,7 +26,7 @@ void check_vector(const at::Tensor& t, const char* name) {
 void check_pointer_table(const at::Tensor& table, const char* name) {
   check_vector(table, name);
   const auto dt = table.scalar_type();
-  TORCH_CHECK(dt == at::kUInt64 || dt == at::kLong, name, " must be torch.uint64 or torch.int64, got ", dt);
+  XSC_CHECK(dt == at::kUInt64 || dt == at::kLong, name, " must be torch.uint64 or torch.int64, got ", dt);
 }
 
 BatchMemcpyShape check_batch_memcpy_args(const at::Tensor& src_ptrs, const at::Tensor& dst_ptrs,
@@ -35,19 +35,19 @@ BatchMemcpyShape check_batch_memcpy_args(const at::Tensor& src_ptrs, const at::T
   check_pointer_table(dst_ptrs, "dst_ptrs");
   check_vector(sizes, "sizes");
   const auto st = sizes.scalar_type();
-  TORCH_CHECK(st == at::kInt || st == at::kLong, "sizes must be torch.int32 or torch.int64, got ", st);
+  XSC_CHECK(st == at::kInt || st == at::kLong, "sizes must be torch.int32 or torch.int64, got ", st);
   const int64_t n = src_ptrs.numel();
-  TORCH_CHECK(dst_ptrs.numel() == n, "dst_ptrs has ", num(dst_ptrs.numel()), " entries but src_ptrs has ", num(n));
-  TORCH_CHECK(sizes.numel() == n, "sizes has ", num(sizes.numel()), " entries but src_ptrs has ", num(n));
-  TORCH_CHECK(dst_ptrs.device() == src_ptrs.device(), "dst_ptrs is on ", dev(dst_ptrs.device()),
-              " but src_ptrs is on ", dev(src_ptrs.device()), "; all three must be on the device whose memory ",
+  XSC_CHECK(dst_ptrs.numel() == n, "dst_ptrs has ", dst_ptrs.numel(), " entries but src_ptrs has ", n);
+  XSC_CHECK(sizes.numel() == n, "sizes has ", sizes.numel(), " entries but src_ptrs has ", n);
+  XSC_CHECK(dst_ptrs.device() == src_ptrs.device(), "dst_ptrs is on ", dst_ptrs.device(),
+              " but src_ptrs is on ", src_ptrs.device(), "; all three must be on the device whose memory ",
               "the addresses point into");
-  TORCH_CHECK(sizes.device() == src_ptrs.device(), "sizes is on ", dev(sizes.device()), " but src_ptrs is on ",
-              dev(src_ptrs.device()), "; all three must be on the device whose memory the addresses point into");
+  XSC_CHECK(sizes.device() == src_ptrs.device(), "sizes is on ", sizes.device(), " but src_ptrs is on ",
+              src_ptrs.device(), "; all three must be on the device whose memory the addresses point into");
   if (sizes.device().is_cpu()) {
     for (int64_t i = 0; i < n; ++i) {
       const int64_t b = st == at::kLong ? sizes.data_ptr<int64_t>()[i] : sizes.data_ptr<int32_t>()[i];
-      TORCH_CHECK(b >= 0, "sizes[", num(i), "] = ", num(b), " is negative");
+      XSC_CHECK(b >= 0, "sizes[", i, "] = ", b, " is negative");
     }
   }
   return BatchMemcpyShape{n, st == at::kLong};

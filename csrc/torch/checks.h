@@ -3,19 +3,40 @@
 #pragma once
 #include <ATen/core/Tensor.h>
 
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+#include <c10/util/Exception.h>
+
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 namespace xsc {
 
-// Numbers and devices in error messages are turned into strings here, never streamed with operator<<:
-// streamed integers crashed inside the extension on one CUDA toolchain image (the ostream code compiled
-// into the extension did not match the C++ runtime loaded in the process), while strings were fine.
-template <class T>
-std::string num(T value) {
+// Error messages are built by plain string concatenation and handed to TORCH_CHECK as one std::string,
+// which torch passes through without formatting it. Formatting with an ostream inside the extension
+// crashed on one CUDA toolchain image (the ostream code compiled into the extension did not match the C++
+// runtime loaded in the process); strings built here never touch an ostream.
+namespace message {
+inline std::string piece(const char* s) { return s; }
+inline std::string piece(const std::string& s) { return s; }
+inline std::string piece(c10::ScalarType t) { return c10::toString(t); }
+inline std::string piece(const c10::Device& d) { return d.str(); }
+template <class T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
+std::string piece(T value) {
   return std::to_string(value);
 }
-inline std::string dev(const c10::Device& device) { return device.str(); }
+}  // namespace message
+
+template <class... Parts>
+std::string concat(const Parts&... parts) {
+  std::string out;
+  ((out += message::piece(parts)), ...);
+  return out;
+}
+
+// TORCH_CHECK with a message built by concat(); the parts are only evaluated when the check fails.
+#define XSC_CHECK(cond, ...) TORCH_CHECK(cond, ::xsc::concat(__VA_ARGS__))
 
 struct BatchMemcpyShape {
   int64_t count;

@@ -20,7 +20,7 @@ CpuBackend cpu_backend_choice() {
   const std::string choice = env ? env : "";
   if (choice.empty() || choice == "auto" || choice == "cpu") return CpuBackend::Native;
   if (choice == "sycl") return CpuBackend::Sycl;
-  TORCH_CHECK(false, "XPU_STATE_COPY_BACKEND='", choice, "' is not one of: auto, cpu, sycl");
+  XSC_CHECK(false, "XPU_STATE_COPY_BACKEND='", choice, "' is not one of: auto, cpu, sycl");
 }
 
 namespace {
@@ -64,7 +64,7 @@ void native_copy_states(at::TensorList states, at::IntArrayRef kinds, const at::
 // The SYCL implementation registered under `name` for CPU tensors, or an error saying why there is none.
 c10::OperatorHandle sycl_cpu_op(const char* name) {
   const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
-  TORCH_CHECK(op.hasKernelForDispatchKey(c10::DispatchKey::CPU),
+  XSC_CHECK(op.hasKernelForDispatchKey(c10::DispatchKey::CPU),
               "XPU_STATE_COPY_BACKEND=sycl, but the SYCL backend is not loaded: "
               "xpu_state_copy.sycl_status() says why (usually: pip install intel-sycl-rt intel-opencl-rt, "
               "then rebuild xpu_state_copy so its SYCL module is built)");

@@ -15,9 +15,9 @@ at::Tensor host_addresses(const std::vector<at::Tensor>& tensors) {
   at::Tensor host = at::empty({(int64_t)tensors.size()}, at::TensorOptions().dtype(at::kLong));
   int64_t* out = host.data_ptr<int64_t>();
   for (size_t i = 0; i < tensors.size(); ++i) {
-    TORCH_CHECK(tensors[i].defined(), "tensors[", num(i), "] is undefined");
-    TORCH_CHECK(tensors[i].device() == tensors[0].device(), "tensors[", num(i), "] is on ", dev(tensors[i].device()),
-                " but tensors[0] is on ", dev(tensors[0].device()));
+    XSC_CHECK(tensors[i].defined(), "tensors[", i, "] is undefined");
+    XSC_CHECK(tensors[i].device() == tensors[0].device(), "tensors[", i, "] is on ", tensors[i].device(),
+                " but tensors[0] is on ", tensors[0].device());
     const uint64_t address = reinterpret_cast<uintptr_t>(tensors[i].data_ptr());
     std::memcpy(&out[i], &address, sizeof(address));  // keep the bits; int64 is only the carrier
   }
@@ -35,8 +35,8 @@ at::Tensor pointer_table(at::TensorList tensors) {
 void write_pointers_(const at::Tensor& table, at::TensorList tensors, int64_t start) {
   check_pointer_table(table, "table");
   const int64_t n = (int64_t)tensors.size();
-  TORCH_CHECK(start >= 0, "start = ", num(start), " is negative");
-  TORCH_CHECK(start + n <= table.numel(), "start = ", num(start), " with ", num(n), " tensors needs ", num(start + n),
+  XSC_CHECK(start >= 0, "start = ", start, " is negative");
+  XSC_CHECK(start + n <= table.numel(), "start = ", start, " with ", n, " tensors needs ", start + n,
               " entries but table has ", table.numel());
   if (n == 0) return;
   at::Tensor host = host_addresses(std::vector<at::Tensor>(tensors.begin(), tensors.end()));

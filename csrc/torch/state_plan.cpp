@@ -14,13 +14,13 @@ namespace xsc {
 namespace {
 
 void check_ids(const at::Tensor& t, const char* name, const at::Tensor& like, const at::Device& device) {
-  TORCH_CHECK(t.dim() == 1 && t.is_contiguous(), name, " must be a 1-D contiguous tensor, got ", num(t.dim()), "-D");
-  TORCH_CHECK(t.scalar_type() == at::kInt || t.scalar_type() == at::kLong, name,
+  XSC_CHECK(t.dim() == 1 && t.is_contiguous(), name, " must be a 1-D contiguous tensor, got ", t.dim(), "-D");
+  XSC_CHECK(t.scalar_type() == at::kInt || t.scalar_type() == at::kLong, name,
               " must be torch.int32 or torch.int64, got ", t.scalar_type());
-  TORCH_CHECK(t.scalar_type() == like.scalar_type(), name, " is ", t.scalar_type(), " but src_blocks is ",
+  XSC_CHECK(t.scalar_type() == like.scalar_type(), name, " is ", t.scalar_type(), " but src_blocks is ",
               like.scalar_type(), "; block ids and shifts share one dtype");
-  TORCH_CHECK(t.numel() == like.numel(), name, " has ", num(t.numel()), " entries but src_blocks has ", num(like.numel()));
-  TORCH_CHECK(t.device() == device, name, " is on ", dev(t.device()), " but states[0] is on ", dev(device));
+  XSC_CHECK(t.numel() == like.numel(), name, " has ", t.numel(), " entries but src_blocks has ", like.numel());
+  XSC_CHECK(t.device() == device, name, " is on ", t.device(), " but states[0] is on ", device);
 }
 
 int64_t host_id(const at::Tensor& t, int64_t r) {
@@ -31,27 +31,27 @@ int64_t host_id(const at::Tensor& t, int64_t r) {
 
 CopyStatesShape check_copy_states_args(at::TensorList states, at::IntArrayRef kinds, const at::Tensor& src_blocks,
                                        const at::Tensor& dst_blocks, const at::Tensor& shifts) {
-  TORCH_CHECK(!states.empty(), "states is empty");
-  TORCH_CHECK(kinds.size() == states.size(), "kinds has ", num(kinds.size()), " entries but states has ", num(states.size()));
+  XSC_CHECK(!states.empty(), "states is empty");
+  XSC_CHECK(kinds.size() == states.size(), "kinds has ", kinds.size(), " entries but states has ", states.size());
   const at::Device device = states[0].device();
   int64_t min_blocks = INT64_MAX;
   for (size_t j = 0; j < states.size(); ++j) {
     const at::Tensor& s = states[j];
-    TORCH_CHECK(s.device() == device, "states[", num(j), "] is on ", dev(s.device()), " but states[0] is on ", dev(device));
-    TORCH_CHECK(kinds[j] >= kWholeBlock && kinds[j] <= kConvDS, "kinds[", num(j), "] = ", num(kinds[j]),
+    XSC_CHECK(s.device() == device, "states[", j, "] is on ", s.device(), " but states[0] is on ", device);
+    XSC_CHECK(kinds[j] >= kWholeBlock && kinds[j] <= kConvDS, "kinds[", j, "] = ", kinds[j],
                 " is not 0 (whole block), 1 (conv, [blocks, tokens, dim]) or 2 (conv, [blocks, dim, tokens])");
-    TORCH_CHECK(s.dim() >= 2, "states[", num(j), "] must have a block dimension and a state, got ", num(s.dim()), "-D");
+    XSC_CHECK(s.dim() >= 2, "states[", j, "] must have a block dimension and a state, got ", s.dim(), "-D");
     if (kinds[j] != kWholeBlock) {
-      TORCH_CHECK(s.dim() == 3, "states[", num(j), "] is a conv state and must be 3-D, got ", num(s.dim()), "-D");
+      XSC_CHECK(s.dim() == 3, "states[", j, "] is a conv state and must be 3-D, got ", s.dim(), "-D");
     }
     // Within a block the copied bytes must be laid out as the plan says: a whole block (or SD block)
     // contiguous; for DS, each channel's tokens contiguous.
     const at::Tensor block = s.select(0, 0);
     if (kinds[j] == kConvDS) {
-      TORCH_CHECK(s.stride(2) == 1, "states[", num(j), "] (conv, [blocks, dim, tokens]) must have contiguous tokens, got "
-                  "stride ", num(s.stride(2)));
+      XSC_CHECK(s.stride(2) == 1, "states[", j, "] (conv, [blocks, dim, tokens]) must have contiguous tokens, got "
+                  "stride ", s.stride(2));
     } else {
-      TORCH_CHECK(block.is_contiguous(), "states[", num(j), "] must be contiguous within a block (only the block "
+      XSC_CHECK(block.is_contiguous(), "states[", j, "] must be contiguous within a block (only the block "
                   "stride may be padded)");
     }
     min_blocks = std::min<int64_t>(min_blocks, s.size(0));
@@ -64,10 +64,10 @@ CopyStatesShape check_copy_states_args(at::TensorList states, at::IntArrayRef ki
       for (auto& [name, t] : {std::pair<const char*, const at::Tensor*>{"src_blocks", &src_blocks},
                               {"dst_blocks", &dst_blocks}}) {
         const int64_t b = host_id(*t, r);
-        TORCH_CHECK(b >= -1 && b < min_blocks, name, "[", num(r), "] = ", num(b), " is not a block id (-1 skips; ",
-                    "the smallest state has ", num(min_blocks), " blocks)");
+        XSC_CHECK(b >= -1 && b < min_blocks, name, "[", r, "] = ", b, " is not a block id (-1 skips; ",
+                    "the smallest state has ", min_blocks, " blocks)");
       }
-      TORCH_CHECK(host_id(shifts, r) >= 0, "shifts[", num(r), "] = ", num(host_id(shifts, r)), " is negative");
+      XSC_CHECK(host_id(shifts, r) >= 0, "shifts[", r, "] = ", host_id(shifts, r), " is negative");
     }
   }
   return CopyStatesShape{(int64_t)states.size(), src_blocks.numel(), src_blocks.scalar_type() == at::kLong};

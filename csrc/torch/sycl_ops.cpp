@@ -29,7 +29,7 @@ sycl::queue& sycl_cpu_queue() {
     try {
       return new sycl::queue(sycl::cpu_selector_v, sycl::property::queue::in_order());
     } catch (const sycl::exception& e) {
-      TORCH_CHECK(false, "no SYCL CPU device (", e.what(), "): pip install intel-opencl-rt and set ",
+      XSC_CHECK(false, "no SYCL CPU device (", e.what(), "): pip install intel-opencl-rt and set ",
                   "OCL_ICD_FILENAMES to its lib/libintelocl.so (import xpu_state_copy does this when unset)");
     }
   }();
@@ -48,26 +48,26 @@ xsc_sycl::CopyStatesArgs to_launch_args(const at::Tensor& plan, const at::Tensor
 void sycl_cpu_copy_states(at::TensorList states, at::IntArrayRef kinds, const at::Tensor& src_blocks,
                           const at::Tensor& dst_blocks, const at::Tensor& shifts) {
   const CopyStatesShape shape = check_copy_states_args(states, kinds, src_blocks, dst_blocks, shifts);
-  TORCH_CHECK(states[0].device().is_cpu(), "the SYCL CPU path takes CPU tensors, got states on ",
-              dev(states[0].device()));
+  XSC_CHECK(states[0].device().is_cpu(), "the SYCL CPU path takes CPU tensors, got states on ",
+              states[0].device());
   const at::Tensor plan = build_state_plan(states, kinds);
   try {
     xsc_sycl::launch_copy_states(sycl_cpu_queue(), to_launch_args(plan, src_blocks, dst_blocks, shifts, shape))
         .wait_and_throw();
   } catch (const sycl::exception& e) {
-    TORCH_CHECK(false, "SYCL copy_states_ on the CPU device failed: ", e.what());
+    XSC_CHECK(false, "SYCL copy_states_ on the CPU device failed: ", e.what());
   }
 }
 
 void sycl_cpu_batch_memcpy(const at::Tensor& src_ptrs, const at::Tensor& dst_ptrs, const at::Tensor& sizes) {
   const BatchMemcpyShape shape = check_batch_memcpy_args(src_ptrs, dst_ptrs, sizes);
-  TORCH_CHECK(src_ptrs.device().is_cpu(), "the SYCL CPU path takes CPU tensors, got src_ptrs on ",
-              dev(src_ptrs.device()));
+  XSC_CHECK(src_ptrs.device().is_cpu(), "the SYCL CPU path takes CPU tensors, got src_ptrs on ",
+              src_ptrs.device());
   try {
     xsc_sycl::launch_batch_memcpy(sycl_cpu_queue(), to_launch_args(src_ptrs, dst_ptrs, sizes, shape))
         .wait_and_throw();
   } catch (const sycl::exception& e) {
-    TORCH_CHECK(false, "SYCL batch_memcpy on the CPU device failed: ", e.what());
+    XSC_CHECK(false, "SYCL batch_memcpy on the CPU device failed: ", e.what());
   }
 }
 
