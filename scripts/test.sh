@@ -9,6 +9,8 @@ PY="$VENV/bin/python"
 export PATH="$(cd "$VENV/bin" && pwd):$PATH"
 # The SYCL CPU backend is part of what is tested here: its absence fails the run instead of skipping.
 export XPU_STATE_COPY_REQUIRE_SYCL=${XPU_STATE_COPY_REQUIRE_SYCL:-1}
+# Likewise the tests against real vLLM releases (installed from PyPI into .cache/vllm-envs on first use).
+export XPU_STATE_COPY_REQUIRE_VLLM=${XPU_STATE_COPY_REQUIRE_VLLM:-1}
 
 PREFIX=$("$PY" -c 'import sys; print(sys.prefix)')
 cmake -S . -B build/cmake -G Ninja -DSYCL_ROOT="$PREFIX" -DPython3_EXECUTABLE="$PY" >/dev/null

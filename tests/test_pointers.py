@@ -12,7 +12,7 @@ TORCH_FIXED_UINT64_SETITEM = tuple(int(x) for x in torch.__version__.split("+")[
 def test_pointer_table_is_uint64_data_ptrs(target):
     tensors = [torch.empty(n, device=target.device) for n in (1, 7, 1000)] + [torch.empty(8)[3:].to(target.device)]
     table = xpu_state_copy.pointer_table(tensors)
-    assert table.dtype == torch.uint64 and table.device == target.device and table.shape == (len(tensors),)
+    assert table.dtype == torch.uint64 and table.device == tensors[0].device and table.shape == (len(tensors),)
     got = [as_unsigned(v) for v in table.cpu().view(torch.int64).tolist()]
     assert got == [t.data_ptr() for t in tensors]
 

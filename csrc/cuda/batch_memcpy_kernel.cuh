@@ -1,7 +1,7 @@
 // The CUDA twin of the SYCL kernel, torch-free: the same copy routine (copy_routine.h) under a CUDA
 // Group adapter. batch_memcpy_cuda.cu binds it to torch.
 #pragma once
-#include "copy_routine.h"
+#include "entry_sources.h"
 
 namespace xsc_cuda {
 

@@ -1,4 +1,4 @@
-"""Writes kernel_sources.inc: the SYCL kernel source and the shared copy routine as C++ string literals,
+"""Writes kernel_sources.inc: the SYCL kernel source and the shared headers it includes as C++ string literals,
 so the run-time compiled kernel is built from exactly the files icpx would compile ahead of time.
 
 Usage: python embed_sources.py OUTPUT_FILE
@@ -10,6 +10,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 SOURCES = {
     "kBatchCopyKernelSource": HERE / "batch_copy_kernel.sycl",
     "kCopyRoutineHeader": HERE.parent / "core" / "copy_routine.h",
+    "kEntrySourcesHeader": HERE.parent / "core" / "entry_sources.h",
 }
 DELIMITER = "xsc_src"  # must not appear in the sources as )xsc_src"
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "launcher.h"
-#include "kernel_sources.inc"  // generated: kBatchCopyKernelSource, kCopyRoutineHeader
+#include "kernel_sources.inc"  // generated: kBatchCopyKernelSource and the headers it includes
 
 namespace xsc_sycl {
 
@@ -22,9 +22,11 @@ Kernels build_kernels(const sycl::context& context, sycl::device device) {
         "needed, or build the extension ahead of time with icpx");
   }
   try {
-    auto source = syclexp::create_kernel_bundle_from_source(
-        context, syclexp::source_language::sycl, std::string(kBatchCopyKernelSource),
-        syclexp::properties{syclexp::include_files{"copy_routine.h", std::string(kCopyRoutineHeader)}});
+    syclexp::include_files headers("copy_routine.h", kCopyRoutineHeader);
+    headers.add("entry_sources.h", kEntrySourcesHeader);
+    auto source = syclexp::create_kernel_bundle_from_source(context, syclexp::source_language::sycl,
+                                                            std::string(kBatchCopyKernelSource),
+                                                            syclexp::properties{headers});
     auto executable = syclexp::build(source, std::vector<sycl::device>{device});
     return Kernels{executable.ext_oneapi_get_kernel("xsc_batch_memcpy"),
                    executable.ext_oneapi_get_kernel("xsc_copy_states")};

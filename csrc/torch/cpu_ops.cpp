@@ -9,7 +9,7 @@
 #include <string>
 
 #include "checks.h"
-#include "copy_routine.h"
+#include "entry_sources.h"
 #include "cpu_backend.h"
 #include "state_plan.h"
 

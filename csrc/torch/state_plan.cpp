@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "checks.h"
-#include "copy_routine.h"
+#include "entry_sources.h"
 
 namespace xsc {
 namespace {

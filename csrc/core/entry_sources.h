@@ -1,0 +1,79 @@
+// Where a batch's entries come from: the "Source" types run_batch (copy_routine.h) walks. Shared by the
+// SYCL kernels, the CUDA twin and the native CPU path, so every backend computes the same spans.
+#pragma once
+
+#include "copy_routine.h"
+
+namespace xsc {
+
+// Entries given as tables of addresses and byte counts (the batch_memcpy op).
+struct PointerTableSource {
+  const u64* src;
+  const u64* dst;
+  const void* sizes;
+  int sizes_are_64bit;
+  i64 n;
+
+  XSC_FN i64 count() const { return n; }
+  XSC_FN i64 bytes(i64 i) const {
+    i64 b = sizes_are_64bit ? ((const i64*)sizes)[i] : (i64)((const int*)sizes)[i];
+    return b > 0 ? b : 0;  // negative sizes are rejected on the host where the host can see them
+  }
+  XSC_FN i64 units(i64 i) const { return units_of(1, bytes(i)); }
+  XSC_FN Span span(i64 i) const {
+    Span s;
+    s.src = src[i];
+    s.dst = dst[i];
+    s.row_bytes = bytes(i);
+    s.rows = 1;
+    s.src_stride = s.dst_stride = 0;
+    return s;
+  }
+};
+
+// Entries computed from the state tensors themselves (the copy_states_ op): entry i is (request r, state j)
+// with r = i / states, j = i % states. Per state, the plan holds kPlanFields int64 values (built on the host
+// from the tensors, see state_plan.h); per request, the block ids and the token shift live on the device.
+enum PlanField { kBase, kBlockStride, kBlocks, kRows, kRowStride, kRowBytes, kTokenBytes, kPlanFields };
+
+struct StatePlanSource {
+  const i64* plan;
+  i64 states;
+  const void* src_blocks;
+  const void* dst_blocks;
+  const void* shifts;
+  int ids_are_64bit;
+  i64 requests;
+
+  XSC_FN i64 count() const { return requests * states; }
+  XSC_FN i64 id(const void* table, i64 r) const {
+    return ids_are_64bit ? ((const i64*)table)[r] : (i64)((const int*)table)[r];
+  }
+  // Block src -> block dst of state j, the first `shift` tokens dropped from the source and the rest landing
+  // at the start of the destination. Whole-block states have token_bytes 0, so the shift is ignored. A
+  // negative or out-of-range block id, a negative shift or one that leaves nothing yields an empty span.
+  XSC_FN Span span(i64 i) const {
+    const i64 r = i / states, j = i % states;
+    const i64* p = plan + j * kPlanFields;
+    const i64 sb = id(src_blocks, r), db = id(dst_blocks, r), shift = id(shifts, r);
+    const i64 shift_bytes = shift * p[kTokenBytes];
+    Span s;
+    s.rows = p[kRows];
+    s.row_bytes = p[kRowBytes] - shift_bytes;
+    s.src_stride = s.dst_stride = (u64)p[kRowStride];
+    if (sb < 0 || db < 0 || sb >= p[kBlocks] || db >= p[kBlocks] || shift < 0 || s.row_bytes <= 0) {
+      s.rows = 0;
+      s.row_bytes = 0;
+    }
+    const u64 base = (u64)p[kBase], stride = (u64)p[kBlockStride];
+    s.src = base + (u64)sb * stride + (u64)shift_bytes;
+    s.dst = base + (u64)db * stride;
+    return s;
+  }
+  XSC_FN i64 units(i64 i) const {
+    const Span s = span(i);
+    return units_of(s.rows, s.row_bytes);
+  }
+};
+
+}  // namespace xsc
