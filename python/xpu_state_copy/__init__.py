@@ -7,12 +7,14 @@ GPUs and the OpenCL CPU device, a CUDA twin on NVIDIA GPUs, memmove on plain CPU
 from ._loader import BackendUnavailable, backend, sycl_status
 from .ops import STATE_KINDS, batch_memcpy, copy_states_, pointer_table, write_pointers_
 from .pointers import as_signed, as_unsigned
+from .validate import UnsafeBatch, validate_batch
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BackendUnavailable",
     "STATE_KINDS",
+    "UnsafeBatch",
     "as_signed",
     "as_unsigned",
     "backend",
@@ -20,5 +22,6 @@ __all__ = [
     "copy_states_",
     "pointer_table",
     "sycl_status",
+    "validate_batch",
     "write_pointers_",
 ]

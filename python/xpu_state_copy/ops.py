@@ -4,11 +4,13 @@ from typing import Optional, Sequence
 import torch
 
 from . import _loader  # noqa: F401  loads the compiled ops before anything refers to them
+from . import validate
 
 _ops = torch.ops.xpu_state_copy
 
 
-def batch_memcpy(src_ptrs: torch.Tensor, dst_ptrs: torch.Tensor, sizes: torch.Tensor) -> None:
+def batch_memcpy(src_ptrs: torch.Tensor, dst_ptrs: torch.Tensor, sizes: torch.Tensor,
+                 bounds: Optional[Sequence[torch.Tensor]] = None) -> None:
     """For every i, copy sizes[i] bytes from address src_ptrs[i] to address dst_ptrs[i], in one launch.
 
     Same argument order and dtypes as vLLM's ``batch_memcpy``: src_ptrs/dst_ptrs are 1-D contiguous
@@ -16,7 +18,14 @@ def batch_memcpy(src_ptrs: torch.Tensor, dst_ptrs: torch.Tensor, sizes: torch.Te
     int64 byte counts, all three on the device whose memory the addresses point into. Each entry is a
     memmove (its own source and destination may overlap); different entries must not overlap each other.
     The call is asynchronous on accelerators (enqueued on the current stream) and never reads sizes back.
+
+    Validate mode (``bounds=[tensors]``, or XPU_STATE_COPY_VALIDATE=1 for every call): before launching, the
+    tables are read back (this synchronizes) and checked to stay inside the bound tensors' storage, not to
+    wrap past 2**64 and not to race with one another; see xpu_state_copy.validate. Eager mode only: under
+    torch.compile tracing the tables have no values to check.
     """
+    if (bounds is not None or validate.requested()) and not torch.compiler.is_compiling():
+        validate.validate_batch(src_ptrs, dst_ptrs, sizes, bounds)
     _ops.batch_memcpy(src_ptrs, dst_ptrs, sizes)
 
 
