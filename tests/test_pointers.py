@@ -94,3 +94,13 @@ def test_uint64_setitem_works_on_newer_torch():
     table = torch.zeros(2, dtype=torch.uint64)
     table[0] = 2**63 + 5
     assert as_unsigned(table.view(torch.int64)[0].item()) == 2**63 + 5
+
+
+def test_tensors_on_mixed_devices_are_rejected():
+    """A meta tensor in the list sends dispatch to the fake implementation; the check must still fire."""
+    with pytest.raises(RuntimeError, match=r"tensors\[1\] is on meta but tensors\[0\] is on cpu"):
+        xpu_state_copy.pointer_table([torch.empty(2), torch.empty(2, device="meta")])
+    table = torch.zeros(2, dtype=torch.int64)
+    with pytest.raises(RuntimeError, match=r"tensors\[1\] is on meta but tensors\[0\] is on cpu"):
+        xpu_state_copy.write_pointers_(table, [torch.empty(2), torch.empty(2, device="meta")])
+    assert table.tolist() == [0, 0]

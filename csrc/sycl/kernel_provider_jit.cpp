@@ -30,10 +30,15 @@ Kernels build_kernels(const sycl::context& context, sycl::device device) {
     auto executable = syclexp::build(source, std::vector<sycl::device>{device});
     return Kernels{executable.ext_oneapi_get_kernel("xsc_batch_memcpy"),
                    executable.ext_oneapi_get_kernel("xsc_copy_states")};
-  } catch (const sycl::exception& e) {
-    throw std::runtime_error(std::string("xpu_state_copy: compiling the SYCL copy kernels at run time failed "
-                                         "(check SYCL_CACHE_DIR is writable, or unset SYCL_CACHE_PERSISTENT): ") +
+  } catch (const sycl::exception& e) {  // the compiler's own failure, with its log
+    throw std::runtime_error(std::string("xpu_state_copy: compiling the SYCL copy kernels at run time failed; "
+                                         "the build log follows (XPU_STATE_COPY_BACKEND=cpu avoids the SYCL "
+                                         "device for CPU tensors): ") +
                              e.what());
+  } catch (const std::exception& e) {  // seen with a corrupt entry in SYCL's persistent kernel cache
+    throw std::runtime_error(std::string("xpu_state_copy: building the SYCL copy kernels failed (") + e.what() +
+                             "); a corrupt persistent kernel cache does this: delete SYCL_CACHE_DIR (default "
+                             "~/.cache/libsycl_cache) or set SYCL_CACHE_PERSISTENT=0");
   }
 }
 

@@ -63,6 +63,7 @@ def pointer_table(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
     tensors = list(tensors)
     if not tensors:
         return torch.empty(0, dtype=torch.uint64)
+    _check_one_device(tensors)
     return _ops.pointer_table(tensors)
 
 
@@ -74,8 +75,17 @@ def write_pointers_(table: torch.Tensor, tensors: Sequence[torch.Tensor], start:
     """
     tensors = list(tensors)
     if tensors:
+        _check_one_device(tensors)
         _ops.write_pointers_(table, tensors, start)
     return table
+
+
+def _check_one_device(tensors):
+    """Checked here as well as in C++: a list that mixes in a meta tensor dispatches to the fake
+    implementation, which never sees the C++ check."""
+    for i, t in enumerate(tensors):
+        if t.device != tensors[0].device:
+            raise RuntimeError(f"tensors[{i}] is on {t.device} but tensors[0] is on {tensors[0].device}")
 
 
 @torch.library.register_fake("xpu_state_copy::batch_memcpy")
