@@ -24,6 +24,9 @@ def batch_memcpy(src_ptrs, dst_ptrs, sizes):
 def do_mamba_copy_block(tables):
     batch_memcpy(*tables)
 
+def collect_mamba_copy_meta(copy_bufs, forward_context):
+    pass
+
 class MambaCopyBuffers:
     def __init__(self, src_ptrs, dst_ptrs, sizes):
         self.src_ptrs, self.dst_ptrs, self.sizes = src_ptrs, dst_ptrs, sizes
@@ -170,3 +173,26 @@ def test_register_patches_mamba_utils_when_it_is_imported_later(tmp_path, monkey
     finally:
         for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
             del sys.modules[name]
+
+
+class _Layer:
+    def __init__(self, kv_cache):
+        self.kv_cache = kv_cache
+
+
+def test_validate_mode_checks_copies_against_the_recorded_state_pools(tmp_path, monkeypatch):
+    """XPU_STATE_COPY_VALIDATE=1: the states collect_mamba_copy_meta sees become bounds of every copy."""
+    monkeypatch.setenv("XPU_STATE_COPY_VALIDATE", "1")
+    module = load(tmp_path, UNSAFE, name="stand_in_validated")
+    assert vllm_plugin.RECORD_STATE_BOUNDS in vllm_plugin.patch_mamba_utils(module)
+    conv, ssm = torch.randn(4, 48), torch.randn(4, 64)
+    module.collect_mamba_copy_meta(None, forward_context={"layer.0": _Layer([conv, ssm])})
+    expected = ssm.clone()
+    expected[3] = ssm[1]
+    sizes = torch.tensor([ssm[0].nbytes], dtype=torch.int32)
+    module.do_mamba_copy_block((pointer_table([ssm[1]]), pointer_table([ssm[3]]), sizes))
+    assert torch.equal(ssm, expected)
+    stray = torch.zeros(64)  # not a state pool: a copy into it is refused before any byte moves
+    with pytest.raises(ValueError, match=r"entry 0: destination range .* lies outside every bound tensor"):
+        module.do_mamba_copy_block((pointer_table([ssm[1]]), pointer_table([stray]), sizes))
+    assert int(stray.count_nonzero()) == 0

@@ -7,16 +7,21 @@ and then, after reading that module's source (see vllm_compat):
   * where ``MambaSpecDecodeGPUContext`` stores raw ``data_ptr()`` values into int64 tables (0.23.0-0.28.0),
     runs that method with the tables standing behind a writer that stores the same 64 bits as int64
     (two's complement), so an XPU address (bit 63 set) no longer raises "Overflow when unpacking long long";
-  * where ``MambaCopyBuffers`` asks for int64 pointer tables (0.23.0), hands it uint64 ones instead.
+  * where ``MambaCopyBuffers`` asks for int64 pointer tables (0.23.0), hands it uint64 ones instead;
+  * with XPU_STATE_COPY_VALIDATE=1, records the state tensors ``collect_mamba_copy_meta`` sees and passes
+    them to our batch_memcpy as bounds, so every copy is checked to stay inside vLLM's state pools.
 Nothing of vLLM's code is replaced beyond those attributes; a layout it does not recognise is left alone.
 vLLM's fused spec-decode Triton kernel itself is not replaced: given the corrected tables it runs as before.
 """
 import functools
 import importlib.abc
+import inspect
 import logging
 import os
 import sys
+import weakref
 
+from . import validate
 from .pointers import as_signed
 from .vllm_compat import MAMBA_UTILS, inspect_mamba_utils
 
@@ -94,8 +99,6 @@ def _with_uint64_pointer_tables(create):
 
     @functools.wraps(create)
     def create_with_uint64_tables(cls, *args, **kwargs):
-        import inspect
-
         import torch
 
         bound = inspect.signature(create).bind(cls, *args, **kwargs)
@@ -115,12 +118,35 @@ def _with_uint64_pointer_tables(create):
     return classmethod(create_with_uint64_tables)
 
 
+# Every state tensor vLLM's copy planner has handed over (validate mode only); weak, so pools that vLLM
+# frees are forgotten.
+_state_bounds = weakref.WeakValueDictionary()
+
+
+def _recording_state_bounds(collect):
+    """collect_mamba_copy_meta, also remembering the state tensors of the layers in its forward_context."""
+    signature = inspect.signature(collect)
+
+    @functools.wraps(collect)
+    def collect_and_record(*args, **kwargs):
+        forward_context = signature.bind_partial(*args, **kwargs).arguments.get("forward_context") or {}
+        for layer in forward_context.values():
+            for state in getattr(layer, "kv_cache", None) or ():
+                if hasattr(state, "untyped_storage"):
+                    _state_bounds[id(state)] = state
+        return collect(*args, **kwargs)
+
+    setattr(collect_and_record, _MARK, True)
+    return collect_and_record
+
+
 def _routed_batch_memcpy(vllm_batch_memcpy):
     from .ops import batch_memcpy
 
     def batch_memcpy_via_xpu_state_copy(src_ptrs, dst_ptrs, sizes):
         """vLLM's batch_memcpy contract (same tables, memmove per entry), served by xpu_state_copy."""
-        batch_memcpy(src_ptrs, dst_ptrs, sizes)
+        bounds = list(_state_bounds.values()) if validate.requested() and len(_state_bounds) else None
+        batch_memcpy(src_ptrs, dst_ptrs, sizes, bounds=bounds)
 
     batch_memcpy_via_xpu_state_copy.vllm_original = vllm_batch_memcpy
     setattr(batch_memcpy_via_xpu_state_copy, _MARK, True)
@@ -129,6 +155,7 @@ def _routed_batch_memcpy(vllm_batch_memcpy):
 
 ROUTE_BATCH_MEMCPY = "batch_memcpy -> xpu_state_copy.batch_memcpy"
 UINT64_COPY_TABLES = "MambaCopyBuffers src_ptrs/dst_ptrs built as uint64"
+RECORD_STATE_BOUNDS = "collect_mamba_copy_meta records state tensors as copy bounds (XPU_STATE_COPY_VALIDATE=1)"
 
 
 def planned_changes(layout):
@@ -141,6 +168,8 @@ def planned_changes(layout):
                        f"{', '.join(layout.raw_pointer_tables)} as two's complement int64")
     if layout.int64_copy_tables:
         changes.append(UINT64_COPY_TABLES)
+    if layout.batch_memcpy_routable and validate.requested():
+        changes.append(RECORD_STATE_BOUNDS)
     return changes
 
 
@@ -150,6 +179,13 @@ def _apply(module, layout, change):
         if getattr(module.batch_memcpy, _MARK, False):
             return False
         module.batch_memcpy = _routed_batch_memcpy(module.batch_memcpy)
+    elif change == RECORD_STATE_BOUNDS:
+        collect = getattr(module, "collect_mamba_copy_meta", None)
+        if collect is None or "forward_context" not in inspect.signature(collect).parameters:
+            raise LookupError("no collect_mamba_copy_meta(..., forward_context) to take the bounds from")
+        if getattr(collect, _MARK, False):
+            return False
+        module.collect_mamba_copy_meta = _recording_state_bounds(collect)
     elif change == UINT64_COPY_TABLES:
         buffers = module.MambaCopyBuffers
         if getattr(buffers.create, _MARK, False):
