@@ -1,4 +1,5 @@
-"""Graph capture, torch.compile(mode="reduce-overhead") and several devices (CUDA here; XPU the same way)."""
+"""Graph capture (CUDA, and XPU where torch can capture), torch.compile(mode="reduce-overhead"), and several
+devices (CUDA here; XPU goes through the same device-guard logic)."""
 import random
 
 import pytest
@@ -6,7 +7,7 @@ import torch
 
 import xpu_state_copy
 from batches import assert_matches, random_batch
-from conftest import HAS_CUDA
+from conftest import HAS_CUDA, HAS_XPU
 
 needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device and a CUDA build")
 needs_two = pytest.mark.skipif(not HAS_CUDA or torch.cuda.device_count() < 2, reason="needs two CUDA devices")
@@ -18,24 +19,33 @@ def _retarget(static, batch):
         old.view(torch.int64).copy_(new.view(torch.int64))  # bit copy; no uint64 kernel needed
 
 
-@needs_cuda
-def test_cuda_graph_replays_with_new_table_contents():
+GRAPH_TARGETS = [
+    pytest.param("cuda", marks=needs_cuda),
+    pytest.param("xpu", marks=pytest.mark.skipif(
+        not (HAS_XPU and hasattr(torch.xpu, "XPUGraph") and hasattr(torch.xpu, "graph")),
+        reason="needs an XPU and a torch with XPU graph capture")),
+]
+
+
+@pytest.mark.parametrize("device", GRAPH_TARGETS)
+def test_graph_replays_with_new_table_contents(device):
+    api = getattr(torch, device)  # torch.cuda or torch.xpu: Graph class, graph() context, synchronize()
     rng = random.Random()
     sizes = [rng.choice([0, 5, 4096, 70000]) for _ in range(40)]
-    first = random_batch(rng, "cuda", sizes, overlap_every=7, size_dtype=torch.int64)
+    first = random_batch(rng, device, sizes, overlap_every=7, size_dtype=torch.int64)
     static = first.tables()
     xpu_state_copy.batch_memcpy(*static)  # warm-up outside capture
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    api.synchronize()
+    graph = api.CUDAGraph() if device == "cuda" else api.XPUGraph()
+    with api.graph(graph):
         xpu_state_copy.batch_memcpy(*static)
     for _ in range(3):
-        batch = random_batch(rng, "cuda", [rng.choice([0, 5, 4096, 70000]) for _ in range(40)],
+        batch = random_batch(rng, device, [rng.choice([0, 5, 4096, 70000]) for _ in range(40)],
                              overlap_every=7, size_dtype=torch.int64)
         expected = batch.expected()
         _retarget(static, batch)
         graph.replay()
-        torch.cuda.synchronize()
+        api.synchronize()
         assert_matches(batch, expected)
 
 
