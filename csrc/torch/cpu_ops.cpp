@@ -1,5 +1,5 @@
-// batch_memcpy on CPU tensors: native memmove per entry by default, or the SYCL kernel on the Intel
-// OpenCL CPU device when XPU_STATE_COPY_BACKEND=sycl (never a silent fallback).
+// batch_memcpy and copy_states_ on CPU tensors: native memmove per span by default, or the SYCL kernels on
+// the Intel OpenCL CPU device when XPU_STATE_COPY_BACKEND=sycl (never a silent fallback).
 #include <ATen/Parallel.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
@@ -25,31 +25,10 @@ CpuBackend cpu_backend_choice() {
 
 namespace {
 
-void native_batch_memcpy(const at::Tensor& src_ptrs, const at::Tensor& dst_ptrs, const at::Tensor& sizes,
-                         const BatchMemcpyShape& shape) {
-  const auto* src = reinterpret_cast<const uint64_t*>(src_ptrs.data_ptr());
-  const auto* dst = reinterpret_cast<const uint64_t*>(dst_ptrs.data_ptr());
-  const int64_t* sizes64 = shape.sizes_are_64bit ? sizes.data_ptr<int64_t>() : nullptr;
-  const int32_t* sizes32 = shape.sizes_are_64bit ? nullptr : sizes.data_ptr<int32_t>();
-  // Entries never overlap one another, so they may run in parallel; each one is a memmove.
-  at::parallel_for(0, shape.count, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const size_t bytes = sizes64 ? (size_t)sizes64[i] : (size_t)sizes32[i];
-      if (bytes == 0) continue;
-      std::memmove(reinterpret_cast<void*>((uintptr_t)dst[i]),
-                   reinterpret_cast<const void*>((uintptr_t)src[i]), bytes);
-    }
-  });
-}
-
-// The same spans the kernel computes (xsc::StatePlanSource), each row a memmove; (request, state) pairs
-// never overlap one another, so they run in parallel.
-void native_copy_states(at::TensorList states, at::IntArrayRef kinds, const at::Tensor& src_blocks,
-                        const at::Tensor& dst_blocks, const at::Tensor& shifts, const CopyStatesShape& shape) {
-  const at::Tensor plan = build_state_plan(states, kinds);
-  const xsc::StatePlanSource source{reinterpret_cast<const xsc::i64*>(plan.data_ptr<int64_t>()), shape.states, src_blocks.data_ptr(),
-                                    dst_blocks.data_ptr(), shifts.data_ptr(), shape.ids_are_64bit ? 1 : 0,
-                                    shape.requests};
+// The same spans the kernels compute (entry_sources.h), each row a memmove. Entries never overlap one
+// another, so they run in parallel.
+template <class Source>
+void native_run(const Source& source) {
   at::parallel_for(0, source.count(), 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const xsc::Span s = source.span(i);
@@ -59,6 +38,21 @@ void native_copy_states(at::TensorList states, at::IntArrayRef kinds, const at::
                      (size_t)s.row_bytes);
     }
   });
+}
+
+void native_batch_memcpy(const at::Tensor& src_ptrs, const at::Tensor& dst_ptrs, const at::Tensor& sizes,
+                         const BatchMemcpyShape& shape) {
+  native_run(xsc::PointerTableSource{reinterpret_cast<const xsc::u64*>(src_ptrs.data_ptr()),
+                                     reinterpret_cast<const xsc::u64*>(dst_ptrs.data_ptr()), sizes.data_ptr(),
+                                     shape.sizes_are_64bit ? 1 : 0, shape.count});
+}
+
+void native_copy_states(at::TensorList states, at::IntArrayRef kinds, const at::Tensor& src_blocks,
+                        const at::Tensor& dst_blocks, const at::Tensor& shifts, const CopyStatesShape& shape) {
+  const at::Tensor plan = build_state_plan(states, kinds);
+  native_run(xsc::StatePlanSource{reinterpret_cast<const xsc::i64*>(plan.data_ptr<int64_t>()), shape.states,
+                                  src_blocks.data_ptr(), dst_blocks.data_ptr(), shifts.data_ptr(),
+                                  shape.ids_are_64bit ? 1 : 0, shape.requests});
 }
 
 // The SYCL implementation registered under `name` for CPU tensors, or an error saying why there is none.

@@ -10,9 +10,4 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("cpu_device_name", [] {
     return xsc::sycl_cpu_queue().get_device().get_info<sycl::info::device::name>();
   }, "Name of the SYCL CPU device (raises when there is none).");
-  m.def("warm_up_cpu", [] { xsc_sycl::kernels_for(xsc::sycl_cpu_queue()); },
-        "Builds (or loads from the persistent cache) the kernel for the SYCL CPU device.");
-  m.def("runtime_version", [] {
-    return sycl::device(sycl::default_selector_v).get_info<sycl::info::device::driver_version>();
-  });
 }
