@@ -97,7 +97,13 @@ if USE_JIT:
         extra_compile_args={"cxx": CXX_FLAGS + SYCL_HOST_FLAGS},
     ))
 
+# One build folder per torch and configuration: setuptools packs everything under its build folder into the
+# wheel, so a module built earlier for another configuration (another torch, or with SYCL) must not be there.
+CONFIG = "-".join([torch.__version__.replace("+", "_")] + [name for name, on in
+                  (("aot", USE_AOT), ("cuda", USE_CUDA), ("jit", USE_JIT)) if on])
+
 setup(
+    options={"build": {"build_base": str(pathlib.Path("build") / f"torch-{CONFIG}")}},
     packages=["xpu_state_copy", "xpu_state_copy.benchmarks"],
     package_dir={"xpu_state_copy": "python/xpu_state_copy", "xpu_state_copy.benchmarks": "benchmarks"},
     ext_modules=ext_modules,

@@ -34,7 +34,10 @@ _sycl_module = None
 _sycl_error = None
 try:
     _sycl_module = importlib.import_module("xpu_state_copy._sycl_jit")
-except ImportError as error:  # not built (no intel-sycl-rt at build time), or its runtime is missing now
+except ModuleNotFoundError as error:
+    if error.name != "xpu_state_copy._sycl_jit":  # the module is there, something it needs is not
+        _sycl_error = error
+except ImportError as error:  # built, but its SYCL runtime (libsycl) is missing now
     _sycl_error = error
 
 

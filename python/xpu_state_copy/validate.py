@@ -14,7 +14,7 @@ import bisect
 import os
 from typing import Optional, Sequence
 
-import numpy as np
+import numpy as np  # a declared dependency; uint64 arithmetic that torch tensors lack
 import torch
 
 ENV_VAR = "XPU_STATE_COPY_VALIDATE"
