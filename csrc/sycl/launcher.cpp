@@ -7,10 +7,18 @@
 namespace xsc_sycl {
 namespace {
 
+// A kernel with its launch geometry, worked out once: device queries stay off the per-call path.
+struct Launchable {
+  sycl::kernel kernel;
+  size_t local;   // work-items per group
+  size_t global;  // work-items in all (resident groups x local)
+};
+
 struct CachedKernels {
   sycl::context context;
   sycl::device device;
-  Kernels kernels;
+  Launchable batch_memcpy;
+  Launchable copy_states;
 };
 
 std::mutex& cache_mutex() {
@@ -39,42 +47,47 @@ size_t launch_group_size(const sycl::device& device, const sycl::kernel& kernel)
   return std::max<size_t>(size, 1);
 }
 
-// One nd_range launch of `kernel` over the device's resident groups, with `args` as its parameters.
-template <class... Args>
-sycl::event launch(sycl::queue& queue, const sycl::kernel& kernel, Args... args) {
-  const sycl::device device = queue.get_device();
+Launchable launchable(const sycl::device& device, const sycl::kernel& kernel) {
   const size_t local = launch_group_size(device, kernel);
-  const size_t global = local * launch_groups(device);
-  return queue.submit([&](sycl::handler& h) {
-    h.set_args(args...);
-    h.parallel_for(sycl::nd_range<1>{sycl::range<1>{global}, sycl::range<1>{local}}, kernel);
-  });
+  return Launchable{kernel, local, local * launch_groups(device)};
 }
 
-}  // namespace
-
-Kernels kernels_for(const sycl::queue& queue) {
+// The queue's kernels, compiled (sycl-jit) or looked up (sycl-aot) at most once per context and device.
+CachedKernels prepared_for(const sycl::queue& queue) {
   const sycl::context context = queue.get_context();
   const sycl::device device = queue.get_device();
   // Held across the build: concurrent first calls wait for the one build instead of racing it.
   std::lock_guard<std::mutex> lock(cache_mutex());
   for (const CachedKernels& c : cache())
-    if (c.context == context && c.device == device) return c.kernels;
-  cache().push_back(CachedKernels{context, device, build_kernels(context, device)});
-  return cache().back().kernels;
+    if (c.context == context && c.device == device) return c;
+  const Kernels k = build_kernels(context, device);
+  cache().push_back(CachedKernels{context, device, launchable(device, k.batch_memcpy),
+                                  launchable(device, k.copy_states)});
+  return cache().back();
 }
+
+// One nd_range launch over the device's resident groups, with `args` as the kernel's parameters.
+template <class... Args>
+sycl::event launch(sycl::queue& queue, const Launchable& l, Args... args) {
+  return queue.submit([&](sycl::handler& h) {
+    h.set_args(args...);
+    h.parallel_for(sycl::nd_range<1>{sycl::range<1>{l.global}, sycl::range<1>{l.local}}, l.kernel);
+  });
+}
+
+}  // namespace
 
 // Argument types below match the kernels' parameters exactly: set_args copies them by value.
 sycl::event launch_batch_memcpy(sycl::queue& queue, const BatchMemcpyArgs& a) {
   if (a.count == 0) return sycl::event();
-  return launch(queue, kernels_for(queue).batch_memcpy, reinterpret_cast<const unsigned long long*>(a.src_ptrs),
+  return launch(queue, prepared_for(queue).batch_memcpy, reinterpret_cast<const unsigned long long*>(a.src_ptrs),
                 reinterpret_cast<const unsigned long long*>(a.dst_ptrs), a.sizes, a.sizes_are_64bit ? 1 : 0,
                 (long long)a.count);
 }
 
 sycl::event launch_copy_states(sycl::queue& queue, const CopyStatesArgs& a) {
   if (a.states == 0 || a.requests == 0) return sycl::event();
-  return launch(queue, kernels_for(queue).copy_states, reinterpret_cast<const long long*>(a.plan),
+  return launch(queue, prepared_for(queue).copy_states, reinterpret_cast<const long long*>(a.plan),
                 (long long)a.states, a.src_blocks, a.dst_blocks, a.shifts, a.ids_are_64bit ? 1 : 0,
                 (long long)a.requests);
 }

@@ -27,7 +27,9 @@ struct CopyStatesArgs {
 };
 
 // Each enqueues one launch for the whole batch on `queue` and returns its event; no host synchronization.
-// An empty batch enqueues nothing and returns a default (complete) event.
+// An empty batch enqueues nothing and returns a default (complete) event. The kernels are compiled
+// (sycl-jit) or looked up (sycl-aot) at most once per process, context and device, whichever thread asks
+// first; later calls reuse them and their launch geometry.
 sycl::event launch_batch_memcpy(sycl::queue& queue, const BatchMemcpyArgs& args);
 sycl::event launch_copy_states(sycl::queue& queue, const CopyStatesArgs& args);
 
@@ -35,10 +37,6 @@ struct Kernels {
   sycl::kernel batch_memcpy;
   sycl::kernel copy_states;
 };
-
-// The kernels for the queue's context and device: compiled (sycl-jit) or looked up (sycl-aot) at most once
-// per process, context and device, whichever thread asks first; later calls reuse them.
-Kernels kernels_for(const sycl::queue& queue);
 
 // "sycl-aot" or "sycl-jit": how this library obtains its kernels.
 const char* kernel_origin();
