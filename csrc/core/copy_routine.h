@@ -1,13 +1,15 @@
 // The per-work-item copy logic shared by every backend: the SYCL kernel source (compiled ahead of time by
 // icpx or at run time by SYCL's kernel compiler) and the CUDA twin both include this header and only supply
-// a small "Group" adapter (ids, barriers, a group scan and two scratch arrays in local memory).
+// a small "Group" adapter (ids, barriers, a group scan and one scratch array in local memory).
 //
 // Work model. A batch is a list of entries; entry i copies `rows` rows of `row_bytes` bytes from `src` to
 // `dst` (rows == 1 is a plain memmove of row_bytes bytes). Each entry is cut into units of about
 // kChunkBytes, so work is divided by bytes, not by entries. Unit k of the whole batch belongs to work-group
 // k % num_groups: a huge entry is spread over every group, and thousands of tiny entries are shared out a
 // few per group. Nothing about the sizes has to be known on the host: every group scans the entries' unit
-// counts itself (one group scan per tile of entries) and then its sub-groups take its units round-robin.
+// counts itself (one group scan per tile of entries) and then its sub-groups take its units round-robin,
+// each finding the next unit's entry (a search in local memory, then the span's read) while it copies the
+// current one.
 //
 // Overlap. An entry whose source and destination ranges overlap (memmove) is done by a single sub-group in
 // the safe direction, with a sub-group barrier between the loads and the stores of each step. Rows of one
@@ -203,94 +205,118 @@ XSC_FN void copy_unit(G& g, const Span& e, i64 unit) {
   }
 }
 
-// Unit k of the batch belongs to group k % groups. For an entry whose units are [k0, k0 + u), the first one
-// this group owns is k0 + first_owned(...), and it owns owned_count(...) of them, every `groups`-th.
-XSC_FN i64 first_owned(i64 k0, i64 me, i64 groups) { return ((me - k0 % groups) % groups + groups) % groups; }
-XSC_FN i64 owned_count(i64 k0, i64 u, i64 me, i64 groups) {
-  const i64 r = first_owned(k0, me, groups);
-  return r < u ? (u - 1 - r) / groups + 1 : 0;
-}
+// Unit k of the batch belongs to group k % groups: the first unit at or after k0 that group `me` owns is
+// k0 + first_owned(k0 % groups, me, groups).
+XSC_FN i64 first_owned(i64 k0_mod, i64 me, i64 groups) { return (me - k0_mod + groups) % groups; }
 
 #ifndef XSC_ITEMS
 #define XSC_ITEMS 8
 #endif
 constexpr int kItems = XSC_ITEMS;  // entries per work-item per tile: one tile covers local_size * kItems
-// Positions in one group's unit list of one tile fit 32 bits: that would take 2^32 units of kChunkBytes.
 
-// The entry holding position j of this group's unit list (the last entry of the tile whose start is <= j:
-// entries owning none share the next one's start), its span, and which of its units that position is.
+// The running unit totals of the current tile's entries, as the group keeps them in local memory. Entry i
+// of the tile sits at position (i % kItems) * local_size + i / kItems: the work-item that scans entries
+// t * kItems .. t * kItems + kItems - 1 writes each of them next to where its neighbours write theirs, so
+// the writes meet no local-memory bank conflicts.
+struct TileEnds {
+  u64* slots;
+  i64 items;  // local_size()
+
+  XSC_FN u64& operator[](i64 i) const { return slots[(i % kItems) * items + i / kItems]; }
+};
+
+// What a sub-group copies next, in few registers (they bound how many work-items a compute unit holds):
+// a slice of a plain memmove as its addresses and length, any other unit as its entry and unit number.
+struct Job {
+  u64 src, dst;  // a slice: its addresses; otherwise: the entry index and the unit
+  int len;       // a slice: bytes (1..kChunkBytes); otherwise -1
+};
+
+// The job for unit r of the current tile (tile-relative numbering): the entry holding it is the first of
+// entries 0..last whose running total exceeds r (entries with no units share their neighbour's total).
 template <class Source>
-XSC_FN void locate(const Source& src, const unsigned int* start, const unsigned int* offset, i64 tile, i64 base,
-                   i64 groups, i64 j, Span& span, i64& unit) {
-  i64 lo = 0, hi = tile - 1;
+XSC_FN Job job_at(const Source& src, const TileEnds& ends, i64 last, i64 base, u64 r) {
+  i64 lo = 0, hi = last;
   while (lo < hi) {
-    const i64 mid = (lo + hi + 1) / 2;
-    if ((i64)start[mid] <= j) lo = mid;
-    else hi = mid - 1;
+    const i64 mid = (lo + hi) / 2;
+    if (ends[mid] > r) hi = mid;
+    else lo = mid + 1;
   }
-  span = src.span(base + lo);
-  unit = (i64)offset[lo] + (j - (i64)start[lo]) * groups;
+  const u64 unit = r - (lo > 0 ? ends[lo - 1] : 0);
+  const Span s = src.span(base + lo);
+  Job job;
+  if (s.rows == 1 && !ranges_overlap(s.src, s.dst, s.row_bytes)) {
+    const u64 off = unit * (u64)kChunkBytes;
+    const i64 rest = s.row_bytes - (i64)off;
+    job.src = s.src + off;
+    job.dst = s.dst + off;
+    job.len = (int)(rest < kChunkBytes ? rest : kChunkBytes);
+  } else {
+    job.src = (u64)(base + lo);
+    job.dst = unit;
+    job.len = -1;
+  }
+  return job;
 }
 
-// The whole batch, called by every work-item of every group. `Source` yields count(), units(i), span(i).
-// g.scratch_start() / g.scratch_first() are local-memory arrays of local_size() * kItems entries: for each
-// entry of the current tile, the position of its first owned unit in this group's unit list, and the
-// offset (< groups) of that unit within the entry. Lookups then touch local memory only.
+template <class G, class Source>
+XSC_FN void run_job(G& g, const Source& src, const Job& job) {
+  if (job.len > 0) sg_copy_piece(g, job.src, job.dst, job.len, false);
+  else copy_unit(g, src.span((i64)job.src), (i64)job.dst);
+}
+
+// The whole batch, called by every work-item of every group. `Source` yields count() and span(i).
+// Unit k of the batch (numbered across all entries in order) belongs to group k % groups, so a huge entry
+// is spread over every group, many small ones are dealt out a few per group, and the units copied at one
+// moment lie close together in memory. Per tile of entries, one group scan puts each entry's running unit
+// total in g.scratch() (local_size() * kItems values); each sub-group then takes every num_sgs-th of the
+// group's units and finds its entry by binary search there, the next one found before the current one is
+// copied so that the search and the span's read hide behind the copy.
 template <class G, class Source>
 XSC_FN void run_batch(G& g, const Source& src) {
   const i64 n = src.count();
   const i64 groups = g.num_groups();
-  const i64 me = g.group_id();
-  const i64 t = g.local_id();
   const i64 tile = g.local_size() * kItems;
-  unsigned int* start = g.scratch_start();
-  unsigned int* offset = g.scratch_first();
-  i64 units_before = 0;  // units of all entries before this tile (same on every work-item)
+  const TileEnds ends = {g.scratch(), g.local_size()};
+  u64 units_before = 0;  // units of all entries before this tile (same on every work-item)
   for (i64 base = 0; base < n; base += tile) {
-    const i64 e0 = base + t * kItems;  // this work-item's entries: e0 .. e0 + kItems - 1
+    const i64 first = g.local_id() * kItems;  // this work-item's entries: first .. first + kItems - 1
     i64 u[kItems];
     i64 sum = 0;
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
-      u[k] = e0 + k < n ? src.units(e0 + k) : 0;
+      u[k] = 0;
+      if (base + first + k < n) {
+        const Span s = src.span(base + first + k);
+        u[k] = units_of(s.rows, s.row_bytes);
+      }
       sum += u[k];
     }
-    i64 tile_units = 0;
-    i64 kk = units_before + g.exclusive_scan(sum, &tile_units);  // global index of e0's first unit
-    i64 mine[kItems];
-    i64 my_sum = 0;
+    i64 tile_total = 0;
+    u64 end = (u64)g.exclusive_scan(sum, &tile_total);
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
-      mine[k] = owned_count(kk, u[k], me, groups);
-      offset[t * kItems + k] = (unsigned int)first_owned(kk, me, groups);
-      my_sum += mine[k];
-      kk += u[k];
-    }
-    i64 my_units = 0;
-    i64 pos = g.exclusive_scan(my_sum, &my_units);
-#pragma unroll
-    for (int k = 0; k < kItems; ++k) {
-      start[t * kItems + k] = (unsigned int)pos;
-      pos += mine[k];
+      end += (u64)u[k];
+      ends[first + k] = end;
     }
     g.barrier();
-    // Sub-group w takes positions w, w + num_sgs, ... of this group's unit list. The next unit's entry is
-    // looked up (and its span loaded) before the current unit is copied, so that latency overlaps the copy.
-    i64 j = g.sg_id();
-    Span span;
-    i64 unit = 0;
-    if (j < my_units) locate(src, start, offset, tile, base, groups, j, span, unit);
-    while (j < my_units) {
-      const i64 next_j = j + g.num_sgs();
-      Span next_span;
-      i64 next_unit = 0;
-      if (next_j < my_units) locate(src, start, offset, tile, base, groups, next_j, next_span, next_unit);
-      copy_unit(g, span, unit);
-      span = next_span;
-      unit = next_unit;
-      j = next_j;
+    // This group owns tile units r = first_owned, + groups, ...; sub-group s takes the s-th of those and
+    // then every num_sgs-th.
+    const u64 tile_units = (u64)tile_total;
+    const i64 last = (n - base < tile ? n - base : tile) - 1;  // the tile's last entry
+    const u64 step = (u64)(groups * g.num_sgs());
+    u64 r = (u64)first_owned((i64)(units_before % (u64)groups), g.group_id(), groups) + (u64)(g.sg_id() * groups);
+    Job job = {0, 0, 0};
+    if (r < tile_units) job = job_at(src, ends, last, base, r);
+    while (r < tile_units) {
+      const u64 next_r = r + step;
+      Job next = {0, 0, 0};
+      if (next_r < tile_units) next = job_at(src, ends, last, base, next_r);
+      run_job(g, src, job);
+      job = next;
+      r = next_r;
     }
-    g.barrier();  // the scratch arrays are rewritten by the next tile
+    g.barrier();  // the running totals are rewritten by the next tile
     units_before += tile_units;
   }
 }

@@ -19,7 +19,6 @@ struct PointerTableSource {
     i64 b = sizes_are_64bit ? ((const i64*)sizes)[i] : (i64)((const int*)sizes)[i];
     return b > 0 ? b : 0;  // negative sizes are rejected on the host where the host can see them
   }
-  XSC_FN i64 units(i64 i) const { return units_of(1, bytes(i)); }
   XSC_FN Span span(i64 i) const {
     Span s;
     s.src = src[i];
@@ -69,10 +68,6 @@ struct StatePlanSource {
     s.src = base + (u64)sb * stride + (u64)shift_bytes;
     s.dst = base + (u64)db * stride;
     return s;
-  }
-  XSC_FN i64 units(i64 i) const {
-    const Span s = span(i);
-    return units_of(s.rows, s.row_bytes);
   }
 };
 

@@ -16,18 +16,13 @@ using xsc_cuda::batch_memcpy_kernel;
 using xsc_cuda::copy_states_kernel;
 using xsc_cuda::kThreads;
 
-// Resident blocks of the whole GPU: the grid is persistent, each block takes its share of units.
-// One cache per kernel (each kernel type instantiates its own).
+// Resident blocks of the whole GPU: the grid is persistent, each block takes its share of units. Worked out
+// once per device and kernel (each kernel type instantiates its own cache).
 template <class Kernel>
 int launch_blocks(Kernel kernel, int device) {
   static int cached[64] = {0};
   int& blocks = cached[device % 64];
-  if (blocks == 0) {
-    int per_sm = 0, sms = 0;
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    blocks = std::max(1, per_sm) * sms;
-  }
+  if (blocks == 0) C10_CUDA_CHECK(xsc_cuda::prepare_launch(kernel, device, &blocks));
   return blocks;
 }
 
@@ -36,7 +31,7 @@ void cuda_batch_memcpy(const at::Tensor& src_ptrs, const at::Tensor& dst_ptrs, c
   if (shape.count == 0) return;
   const c10::cuda::CUDAGuard guard(src_ptrs.device());
   const int blocks = launch_blocks(batch_memcpy_kernel, src_ptrs.device().index());
-  batch_memcpy_kernel<<<blocks, kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
+  batch_memcpy_kernel<<<blocks, kThreads, xsc_cuda::kTableBytes, c10::cuda::getCurrentCUDAStream()>>>(
       reinterpret_cast<const xsc::u64*>(src_ptrs.data_ptr()), reinterpret_cast<const xsc::u64*>(dst_ptrs.data_ptr()),
       sizes.data_ptr(), shape.sizes_are_64bit ? 1 : 0, shape.count);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -49,7 +44,7 @@ void cuda_copy_states(at::TensorList states, at::IntArrayRef kinds, const at::Te
   const c10::cuda::CUDAGuard guard(states[0].device());
   const at::Tensor plan = xsc::device_state_plan(states, kinds);
   const int blocks = launch_blocks(copy_states_kernel, states[0].device().index());
-  copy_states_kernel<<<blocks, kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
+  copy_states_kernel<<<blocks, kThreads, xsc_cuda::kTableBytes, c10::cuda::getCurrentCUDAStream()>>>(
       reinterpret_cast<const xsc::i64*>(plan.data_ptr<int64_t>()), shape.states, src_blocks.data_ptr(), dst_blocks.data_ptr(), shifts.data_ptr(),
       shape.ids_are_64bit ? 1 : 0, shape.requests);
   C10_CUDA_KERNEL_LAUNCH_CHECK();

@@ -1,6 +1,8 @@
 // The CUDA twin of the SYCL kernel, torch-free: the same copy routine (copy_routine.h) under a CUDA
 // Group adapter. batch_memcpy_cuda.cu binds it to torch.
 #pragma once
+#include <cuda_runtime.h>
+
 #include "entry_sources.h"
 
 namespace xsc_cuda {
@@ -16,8 +18,7 @@ constexpr int kThreads = XSC_CUDA_THREADS;
 constexpr int kWarp = 32;
 
 struct CudaGroup {
-  unsigned int* start;
-  unsigned int* first;
+  xsc::u64* table;
   xsc::i64* warp_sums;  // kThreads / kWarp partial sums for the group scan
 
   __device__ xsc::i64 group_id() const { return blockIdx.x; }
@@ -30,8 +31,7 @@ struct CudaGroup {
   __device__ xsc::i64 sg_size() const { return kWarp; }
   __device__ void barrier() const { __syncthreads(); }
   __device__ void sg_barrier() const { __syncwarp(); }
-  __device__ unsigned int* scratch_start() const { return start; }
-  __device__ unsigned int* scratch_first() const { return first; }
+  __device__ xsc::u64* scratch() const { return table; }
 
   // Block-wide exclusive prefix sum: warp shuffles, then one warp scans the warp totals.
   __device__ xsc::i64 exclusive_scan(xsc::i64 v, xsc::i64* total) const {
@@ -61,12 +61,28 @@ struct CudaGroup {
   }
 };
 
+// The tile's running totals live in dynamic shared memory, so that a larger tile (XSC_ITEMS) needs no code
+// change: above 48 KiB a kernel must opt in.
+constexpr size_t kTableBytes = sizeof(xsc::u64) * kThreads * xsc::kItems;
+
+// Opts `kernel` in to kTableBytes of dynamic shared memory and sets `blocks` to how many of its blocks the
+// whole device keeps resident: the persistent grid.
+template <class Kernel>
+inline cudaError_t prepare_launch(Kernel kernel, int device, int* blocks) {
+  int per_sm = 0, sms = 0;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kTableBytes);
+  if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, kTableBytes);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  *blocks = (per_sm > 0 ? per_sm : 1) * sms;
+  return e;
+}
+
 __global__ void __launch_bounds__(kThreads, XSC_CUDA_MIN_BLOCKS) batch_memcpy_kernel(const xsc::u64* src, const xsc::u64* dst,
                                                                  const void* sizes, int sizes_are_64bit,
                                                                  xsc::i64 n) {
-  __shared__ unsigned int start[kThreads * xsc::kItems], first[kThreads * xsc::kItems];
+  extern __shared__ xsc::u64 table[];  // kTableBytes, given at launch
   __shared__ xsc::i64 warp_sums[kThreads / kWarp];
-  CudaGroup g{start, first, warp_sums};
+  CudaGroup g{table, warp_sums};
   xsc::PointerTableSource source{src, dst, sizes, sizes_are_64bit, n};
   xsc::run_batch(g, source);
 }
@@ -74,9 +90,9 @@ __global__ void __launch_bounds__(kThreads, XSC_CUDA_MIN_BLOCKS) batch_memcpy_ke
 __global__ void __launch_bounds__(kThreads, XSC_CUDA_MIN_BLOCKS) copy_states_kernel(
     const xsc::i64* plan, xsc::i64 states, const void* src_blocks, const void* dst_blocks, const void* shifts,
     int ids_are_64bit, xsc::i64 requests) {
-  __shared__ unsigned int start[kThreads * xsc::kItems], first[kThreads * xsc::kItems];
+  extern __shared__ xsc::u64 table[];  // kTableBytes, given at launch
   __shared__ xsc::i64 warp_sums[kThreads / kWarp];
-  CudaGroup g{start, first, warp_sums};
+  CudaGroup g{table, warp_sums};
   xsc::StatePlanSource source{plan, states, src_blocks, dst_blocks, shifts, ids_are_64bit, requests};
   xsc::run_batch(g, source);
 }
