@@ -3,6 +3,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include "batch_schedule.h"
 #include "entry_sources.h"
 
 namespace xsc_cuda {

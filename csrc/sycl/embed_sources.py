@@ -11,6 +11,7 @@ SOURCES = {
     "kBatchCopyKernelSource": HERE / "batch_copy_kernel.sycl",
     "kCopyRoutineHeader": HERE.parent / "core" / "copy_routine.h",
     "kEntrySourcesHeader": HERE.parent / "core" / "entry_sources.h",
+    "kBatchScheduleHeader": HERE.parent / "core" / "batch_schedule.h",
 }
 DELIMITER = "xsc_src"  # must not appear in the sources as )xsc_src"
 

@@ -15,7 +15,7 @@ struct BatchMemcpyArgs {
   int64_t count;
 };
 
-// The copy_states_ op: see xsc::StatePlanSource in copy_routine.h.
+// The copy_states_ op: see xsc::StatePlanSource in entry_sources.h.
 struct CopyStatesArgs {
   const int64_t* plan;  // device-visible [states][xsc::kPlanFields]
   int64_t states;
