@@ -70,6 +70,23 @@ def test_many_entries_share_the_groups(target):
     _run(batch, target.device)
 
 
+def test_tiles_mixing_multi_unit_empty_and_overlapping_entries(target):
+    """Several tiles of entries, where units carry over from tile to tile: runs of empty entries, entries
+    of many copy units, in-place shifts, and tile boundaries falling inside each kind."""
+    rng = random.Random()
+    sizes = []
+    for i in range(9000):
+        kind = rng.random()
+        if kind < 0.3:
+            sizes.append(0)
+        elif kind < 0.33:
+            sizes.append(rng.randrange(8192, 70000))  # several units of the kernel
+        else:
+            sizes.append(rng.randrange(1, 600))
+    batch = random_batch(rng, target.device, sizes, overlap_every=37, size_dtype=torch.int64)
+    _run(batch, target.device)
+
+
 def test_state_pool_block_copy(target):
     """The realistic shape: blocks of per-layer state pools, block src -> block dst in every pool."""
     pools = [torch.randn(6, 48 * 256 // 4, device=target.device) for _ in range(4)]  # 48 KiB blocks
