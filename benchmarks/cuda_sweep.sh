@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-build/cuda_sweep}
 mkdir -p "$out"
-VARIANTS=${VARIANTS:-"8192:4:512:1:8 16384:4:512:1:8 8192:8:512:1:8 8192:4:1024:1:4 8192:4:512:1:4"}
+VARIANTS=${VARIANTS:-"8192:4:512:1:8 4096:4:512:1:8 8192:4:512:1:4 4096:8:512:1:8"}
 for v in $VARIANTS; do
   IFS=: read -r chunk unroll threads minb items <<<"$v"
   bin="$out/sweep_${chunk}_${unroll}_${threads}_${minb}_${items}"
