@@ -6,10 +6,6 @@
 
 namespace xsc {
 
-// Unit k of the batch belongs to group k % groups: the first unit at or after k0 that group `me` owns is
-// k0 + first_owned(k0 % groups, me, groups).
-XSC_FN i64 first_owned(i64 k0_mod, i64 me, i64 groups) { return (me - k0_mod + groups) % groups; }
-
 #ifndef XSC_ITEMS
 #define XSC_ITEMS 8
 #endif
@@ -79,7 +75,10 @@ XSC_FN void run_batch(G& g, const Source& src) {
   const i64 groups = g.num_groups();
   const i64 tile = g.local_size() * kItems;
   const TileEnds ends = {g.scratch(), g.local_size()};
-  u64 units_before = 0;  // units of all entries before this tile (same on every work-item)
+  // Unit k of the batch belongs to group k % groups. `skew` is (units of all tiles so far) % groups: the
+  // group that owns a tile's first unit. Kept up to date per tile, so no 64-bit division sits between the
+  // scan and the first copy.
+  i64 skew = 0;
   for (i64 base = 0; base < n; base += tile) {
     const i64 first = g.local_id() * kItems;  // this work-item's entries: first .. first + kItems - 1
     i64 u[kItems];
@@ -101,12 +100,13 @@ XSC_FN void run_batch(G& g, const Source& src) {
       ends[first + k] = end;
     }
     g.barrier();
-    // This group owns tile units r = first_owned, + groups, ...; sub-group s takes the s-th of those and
-    // then every num_sgs-th.
+    // This group owns tile units r = (group_id - skew) mod groups, + groups, ...; sub-group s takes the
+    // s-th of those and then every num_sgs-th.
     const u64 tile_units = (u64)tile_total;
     const i64 last = (n - base < tile ? n - base : tile) - 1;  // the tile's last entry
     const u64 step = (u64)(groups * g.num_sgs());
-    u64 r = (u64)first_owned((i64)(units_before % (u64)groups), g.group_id(), groups) + (u64)(g.sg_id() * groups);
+    const i64 me = g.group_id();
+    u64 r = (u64)(me >= skew ? me - skew : me + groups - skew) + (u64)(g.sg_id() * groups);
     Job job = {0, 0, 0};
     if (r < tile_units) job = job_at(src, ends, last, base, r);
     while (r < tile_units) {
@@ -118,7 +118,7 @@ XSC_FN void run_batch(G& g, const Source& src) {
       r = next_r;
     }
     g.barrier();  // the running totals are rewritten by the next tile
-    units_before += tile_units;
+    skew = (i64)((tile_units + (u64)skew) % (u64)groups);
   }
 }
 
