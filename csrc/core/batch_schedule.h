@@ -75,9 +75,8 @@ XSC_FN void run_batch(G& g, const Source& src) {
   const i64 groups = g.num_groups();
   const i64 tile = g.local_size() * kItems;
   const TileEnds ends = {g.scratch(), g.local_size()};
-  // Unit k of the batch belongs to group k % groups. `skew` is (units of all tiles so far) % groups: the
-  // group that owns a tile's first unit. Kept up to date per tile, so no 64-bit division sits between the
-  // scan and the first copy.
+  // `skew` is (units of all tiles so far) % groups: the group that owns a tile's first unit. Kept up to
+  // date per tile, so no 64-bit division sits between the scan and the first copy.
   i64 skew = 0;
   for (i64 base = 0; base < n; base += tile) {
     const i64 first = g.local_id() * kItems;  // this work-item's entries: first .. first + kItems - 1

@@ -4,12 +4,8 @@
 //
 // Work model. A batch is a list of entries; entry i copies `rows` rows of `row_bytes` bytes from `src` to
 // `dst` (rows == 1 is a plain memmove of row_bytes bytes). Each entry is cut into units of about
-// kChunkBytes, so work is divided by bytes, not by entries. Unit k of the whole batch belongs to work-group
-// k % num_groups: a huge entry is spread over every group, and thousands of tiny entries are shared out a
-// few per group. Nothing about the sizes has to be known on the host: every group scans the entries' unit
-// counts itself (one group scan per tile of entries) and then its sub-groups take its units round-robin,
-// each finding the next unit's entry (a search in local memory, then the span's read) while it copies the
-// current one.
+// kChunkBytes, so work is divided by bytes, not by entries. This header says how a sub-group copies one
+// unit; batch_schedule.h says which sub-group copies which unit.
 //
 // Overlap. An entry whose source and destination ranges overlap (memmove) is done by a single sub-group in
 // the safe direction, with a sub-group barrier between the loads and the stores of each step. Rows of one

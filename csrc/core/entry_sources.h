@@ -1,4 +1,4 @@
-// Where a batch's entries come from: the "Source" types run_batch (copy_routine.h) walks. Shared by the
+// Where a batch's entries come from: the "Source" types run_batch (batch_schedule.h) walks. Shared by the
 // SYCL kernels, the CUDA twin and the native CPU path, so every backend computes the same spans.
 #pragma once
 

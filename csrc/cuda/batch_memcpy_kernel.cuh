@@ -1,5 +1,5 @@
-// The CUDA twin of the SYCL kernel, torch-free: the same copy routine (copy_routine.h) under a CUDA
-// Group adapter. batch_memcpy_cuda.cu binds it to torch.
+// The CUDA twin of the SYCL kernel, torch-free: the same kernel body (batch_schedule.h, copy_routine.h)
+// under a CUDA Group adapter. batch_memcpy_cuda.cu binds it to torch.
 #pragma once
 #include <cuda_runtime.h>
 
