@@ -2,7 +2,8 @@
 // compiled as its own binary with -D flags by benchmarks/cuda_sweep.sh. Prints, per workload, the median
 // time and the ratio to one cudaMemcpyAsync of the same total bytes (the roofline), after checking that
 // every byte of the copy is right, and the same ratio for a plain copy of those bytes as one range with the
-// same grid and unroll ("flat": what is left to gain from scheduling alone).
+// same grid and unroll ("flat": what is left to gain from scheduling alone). SWEEP_WORKLOADS="step,tiny"
+// runs only the named workloads.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -76,7 +77,9 @@ int main() {
   std::printf("variant chunk=%lld unroll=%d threads=%d min_blocks=%d items=%d -> %d blocks/SM, grid %d\n",
               (long long)xsc::kChunkBytes, xsc::kUnroll, xsc_cuda::kThreads, XSC_CUDA_MIN_BLOCKS, xsc::kItems, per_sm,
               blocks);
+  const char* only = std::getenv("SWEEP_WORKLOADS");  // e.g. "step,tiny": run just these
   for (const Workload& w : workloads()) {
+    if (only && !std::strstr(only, w.name)) continue;
     long long total = 0;
     for (long long s : w.sizes) total += s;
     // Rotate over enough buffer sets that the working set does not sit in the 50 MB L2.

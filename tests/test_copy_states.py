@@ -80,6 +80,28 @@ def test_many_requests_and_big_states(target):
         assert torch.equal(_bits(got.cpu()), _bits(want))
 
 
+def test_more_entries_than_sub_groups(target):
+    """Thousands of (request, state) entries, more than the kernel has sub-groups on an H200 (2,112): each
+    sub-group then copies entries' first units straight from the tables before the scan deals out the rest.
+    Row-wise (conv_ds) and shifted entries take the general path there."""
+    rng = random.Random()
+    blocks = 1400
+    g = torch.Generator().manual_seed(rng.randrange(2**31))
+    rand = lambda *shape: torch.randn(*shape, generator=g).to(target.device)  # noqa: E731
+    states = [rand(blocks, 3, 5), rand(blocks, TOKENS + 1, 700)[:, :TOKENS], rand(blocks, 30, TOKENS + 3)[:, :, :TOKENS],
+              rand(blocks, 4, 1100)]
+    kinds = ["whole", "conv_sd", "conv_ds", "whole"]
+    ids = rng.sample(range(blocks), 2 * 620)
+    src, dst = ids[:620], ids[620:]
+    shifts = [rng.randrange(0, TOKENS) for _ in src]
+    expected = _reference(states, kinds, src, dst, shifts)
+    as_ids = lambda v: torch.tensor(v, device=target.device)  # noqa: E731
+    xpu_state_copy.copy_states_(states, kinds, as_ids(src), as_ids(dst), as_ids(shifts))
+    synchronize(target.device)
+    for j, (got, want) in enumerate(zip(states, expected)):
+        assert torch.equal(got.cpu(), want), f"state {j} ({kinds[j]}) differs from the reference"
+
+
 def test_opcheck_and_compile(target):
     states, kinds = _pools(target.device, torch.float32)
     ids = lambda v: torch.tensor(v, device=target.device)  # noqa: E731

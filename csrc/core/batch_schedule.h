@@ -10,6 +10,10 @@ namespace xsc {
 #define XSC_ITEMS 8
 #endif
 constexpr int kItems = XSC_ITEMS;  // entries per work-item per tile: one tile covers local_size * kItems
+#ifndef XSC_PREFETCH
+#define XSC_PREFETCH 1
+#endif
+constexpr i64 kLineEntries = 16;  // 8-byte table entries per 128-byte line
 
 // The running unit totals of the current tile's entries, as the group keeps them in local memory. Entry i
 // of the tile sits at position (i % kItems) * local_size + i / kItems: the work-item that scans entries
@@ -22,44 +26,120 @@ struct TileEnds {
   XSC_FN u64& operator[](i64 i) const { return slots[(i % kItems) * items + i / kItems]; }
 };
 
+#ifndef XSC_TAIL_PARTS
+#define XSC_TAIL_PARTS 2
+#endif
+// A group's units that do not fill a round (fewer than one per sub-group) are cut in this many parts and
+// the parts dealt out evenly, so that no sub-group copies a whole unit more than its neighbours while they
+// wait at the end of the batch.
+constexpr int kTailParts = XSC_TAIL_PARTS;
+constexpr i64 kPartBytes = kChunkBytes / kTailParts;
+
 // What a sub-group copies next, in few registers (they bound how many work-items a compute unit holds):
 // a slice of a plain memmove as its addresses and length, any other unit as its entry and unit number.
+constexpr int kGeneralUnit = -1;
 struct Job {
-  u64 src, dst;  // a slice: its addresses; otherwise: the entry index and the unit
-  int len;       // a slice: bytes (1..kChunkBytes); otherwise -1
+  u64 src, dst;  // a slice: its addresses; a general unit: the entry index and the unit
+  int len;       // a slice: bytes (1..kChunkBytes); kGeneralUnit; 0: nothing to copy
 };
 
-// The job for unit r of the current tile (tile-relative numbering): the entry holding it is the first of
-// entries 0..last whose running total exceeds r (entries with no units share their neighbour's total).
-template <class Source>
-XSC_FN Job job_at(const Source& src, const TileEnds& ends, i64 last, i64 base, u64 r) {
-  i64 lo = 0, hi = last;
-  while (lo < hi) {
-    const i64 mid = (lo + hi) / 2;
-    if (ends[mid] > r) hi = mid;
-    else lo = mid + 1;
-  }
-  const u64 unit = r - (lo > 0 ? ends[lo - 1] : 0);
-  const Span s = src.span(base + lo);
+// Unit `unit` of entry `e` (whose span is `s`) as a job.
+XSC_FN Job job_of(const Span& s, i64 e, u64 unit) {
   Job job;
   if (s.rows == 1 && !ranges_overlap(s.src, s.dst, s.row_bytes)) {
     const u64 off = unit * (u64)kChunkBytes;
     const i64 rest = s.row_bytes - (i64)off;
     job.src = s.src + off;
     job.dst = s.dst + off;
-    job.len = (int)(rest < kChunkBytes ? rest : kChunkBytes);
+    job.len = rest <= 0 ? 0 : (int)(rest < kChunkBytes ? rest : kChunkBytes);
   } else {
-    job.src = (u64)(base + lo);
+    job.src = (u64)e;
     job.dst = unit;
-    job.len = -1;
+    job.len = units_of(s.rows, s.row_bytes) > (i64)unit ? kGeneralUnit : 0;
   }
   return job;
+}
+
+// The job for unit r of the current tile (tile-relative numbering): the entry holding it is the first of
+// entries 0..last whose running total exceeds r (entries with no units share their neighbour's total).
+// `skipped` units at the start of every entry were copied before the scan and are not counted in it.
+template <class Source>
+XSC_FN Job job_at(const Source& src, const TileEnds& ends, i64 last, i64 base, u64 r, u64 skipped) {
+  i64 lo = 0, hi = last;
+  while (lo < hi) {
+    const i64 mid = (lo + hi) / 2;
+    if (ends[mid] > r) hi = mid;
+    else lo = mid + 1;
+  }
+  const u64 unit = r - (lo > 0 ? ends[lo - 1] : 0) + skipped;
+  return job_of(src.span(base + lo), base + lo, unit);
+}
+
+// Parts [lo, hi) of a unit (of kTailParts). A general unit (rows, or an overlapping range) is not cut: the
+// sub-group holding its part 0 copies all of it.
+XSC_FN Job parts_of(Job job, int lo, int hi) {
+  if (job.len == kGeneralUnit) {
+    if (lo != 0) job.len = 0;
+    return job;
+  }
+  const i64 begin = lo * kPartBytes;
+  const i64 end = hi * kPartBytes < job.len ? hi * kPartBytes : job.len;
+  job.len = end > begin ? (int)(end - begin) : 0;
+  job.src += (u64)begin;
+  job.dst += (u64)begin;
+  return job;
+}
+
+// a / b without a 64-bit division in the common case (both fit in 32 bits): it sits before the first copy.
+XSC_FN u64 quotient(u64 a, u64 b) {
+  if ((a | b) >> 32) return a / b;
+  return (u64)((unsigned)a / (unsigned)b);
+}
+
+// The units one sub-group copies in a tile, in order: whole units `first`, `first + stride`, ... while
+// every sub-group has one (`whole` of them), then its even share of the parts of the units left over.
+struct SubgroupShare {
+  u64 first, stride;  // tile units of the group: first + k * groups; this sub-group's: k = s, s + num_sgs...
+  u64 whole;          // whole units this sub-group copies
+  u64 tail_unit;      // tile unit holding the first of its tail parts
+  unsigned part_lo, part_hi;  // its tail parts, counted from part 0 of tail_unit
+  u64 count;          // whole + tail pieces (a share of parts spans at most two units)
+};
+
+template <class G>
+XSC_FN SubgroupShare share_of(const G& g, u64 group_first, u64 tile_units) {
+  const u64 groups = (u64)g.num_groups(), sgs = (u64)g.num_sgs(), s = (u64)g.sg_id();
+  const u64 units = group_first < tile_units ? quotient(tile_units - 1 - group_first, groups) + 1 : 0;
+  const u64 rounds = quotient(units, sgs);  // rounds in which every sub-group copies a whole unit
+  const unsigned parts = (unsigned)(units - rounds * sgs) * kTailParts;  // below num_sgs * kTailParts
+  const unsigned lo = (unsigned)s * parts / (unsigned)sgs, hi = ((unsigned)s + 1) * parts / (unsigned)sgs;
+  SubgroupShare sh;
+  sh.first = group_first + s * groups;
+  sh.stride = groups * sgs;
+  sh.whole = rounds;
+  sh.tail_unit = group_first + (rounds * sgs + lo / kTailParts) * groups;
+  sh.part_lo = lo % kTailParts;
+  sh.part_hi = hi - (lo - lo % kTailParts);
+  sh.count = rounds + (hi > lo ? (hi - 1) / kTailParts - lo / kTailParts + 1 : 0);
+  return sh;
+}
+
+// Piece k (< count) of a share as a job.
+template <class Source>
+XSC_FN Job share_job(const Source& src, const TileEnds& ends, i64 last, i64 base, const SubgroupShare& sh,
+                     u64 groups, u64 k, u64 skipped) {
+  if (k < sh.whole) return job_at(src, ends, last, base, sh.first + k * sh.stride, skipped);
+  const u64 t = k - sh.whole;  // 0 or 1: the tail pieces
+  const int lo = t == 0 ? (int)sh.part_lo : 0;
+  const int hi = t == 0 ? ((int)sh.part_hi < kTailParts ? (int)sh.part_hi : kTailParts)
+                        : (int)sh.part_hi - kTailParts;
+  return parts_of(job_at(src, ends, last, base, sh.tail_unit + t * groups, skipped), lo, hi);
 }
 
 template <class G, class Source>
 XSC_FN void run_job(G& g, const Source& src, const Job& job) {
   if (job.len > 0) sg_copy_piece(g, job.src, job.dst, job.len, false);
-  else copy_unit(g, src.span((i64)job.src), (i64)job.dst);
+  else if (job.len == kGeneralUnit) copy_unit(g, src.span((i64)job.src), (i64)job.dst);
 }
 
 // The whole batch, called by every work-item of every group. `Source` yields count() and span(i).
@@ -75,10 +155,32 @@ XSC_FN void run_batch(G& g, const Source& src) {
   const i64 groups = g.num_groups();
   const i64 tile = g.local_size() * kItems;
   const TileEnds ends = {g.scratch(), g.local_size()};
+  // With at least as many entries as sub-groups, each sub-group first copies unit 0 of entries w,
+  // w + subgroups, ... (w: its index in the grid). That needs no scan, so the copying starts one trip to the
+  // tables after launch instead of after the scan and a lookup; the scan then deals out the other units.
+  const i64 subgroups = groups * g.num_sgs();
+  const u64 skipped = n >= subgroups ? 1 : 0;
+  if (skipped) {
+    const i64 w = g.group_id() * g.num_sgs() + g.sg_id();
+    Job job = job_of(src.span(w), w, 0);
+    for (i64 e = w; e < n; e += subgroups) {
+      Job next = {0, 0, 0};
+      if (e + subgroups < n) next = job_of(src.span(e + subgroups), e + subgroups, 0);
+      run_job(g, src, job);
+      job = next;
+    }
+  }
   // `skew` is (units of all tiles so far) % groups: the group that owns a tile's first unit. Kept up to
   // date per tile, so no 64-bit division sits between the scan and the first copy.
   i64 skew = 0;
   for (i64 base = 0; base < n; base += tile) {
+#if XSC_PREFETCH
+    // Ask for the tile's table lines now, so that the lookups after the scan find them in the cache: each
+    // 128-byte line (16 entries) is asked for once, by one work-item of one group.
+    const i64 tile_n = n - base < tile ? n - base : tile;
+    for (i64 line = g.group_id() + g.local_id() * groups; line * kLineEntries < tile_n; line += groups * g.local_size())
+      src.prefetch(g, base + line * kLineEntries);
+#endif
     const i64 first = g.local_id() * kItems;  // this work-item's entries: first .. first + kItems - 1
     i64 u[kItems];
     i64 sum = 0;
@@ -87,7 +189,8 @@ XSC_FN void run_batch(G& g, const Source& src) {
       u[k] = 0;
       if (base + first + k < n) {
         const Span s = src.span(base + first + k);
-        u[k] = units_of(s.rows, s.row_bytes);
+        u[k] = units_of(s.rows, s.row_bytes) - (i64)skipped;
+        if (u[k] < 0) u[k] = 0;
       }
       sum += u[k];
     }
@@ -99,22 +202,19 @@ XSC_FN void run_batch(G& g, const Source& src) {
       ends[first + k] = end;
     }
     g.barrier();
-    // This group owns tile units r = (group_id - skew) mod groups, + groups, ...; sub-group s takes the
-    // s-th of those and then every num_sgs-th.
+    // This group owns tile units (group_id - skew) mod groups, + groups, ...: see share_of for how its
+    // sub-groups divide them.
     const u64 tile_units = (u64)tile_total;
     const i64 last = (n - base < tile ? n - base : tile) - 1;  // the tile's last entry
-    const u64 step = (u64)(groups * g.num_sgs());
     const i64 me = g.group_id();
-    u64 r = (u64)(me >= skew ? me - skew : me + groups - skew) + (u64)(g.sg_id() * groups);
+    const SubgroupShare sh = share_of(g, (u64)(me >= skew ? me - skew : me + groups - skew), tile_units);
     Job job = {0, 0, 0};
-    if (r < tile_units) job = job_at(src, ends, last, base, r);
-    while (r < tile_units) {
-      const u64 next_r = r + step;
+    if (sh.count > 0) job = share_job(src, ends, last, base, sh, (u64)groups, 0, skipped);
+    for (u64 k = 0; k < sh.count; ++k) {
       Job next = {0, 0, 0};
-      if (next_r < tile_units) next = job_at(src, ends, last, base, next_r);
+      if (k + 1 < sh.count) next = share_job(src, ends, last, base, sh, (u64)groups, k + 1, skipped);
       run_job(g, src, job);
       job = next;
-      r = next_r;
     }
     g.barrier();  // the running totals are rewritten by the next tile
     skew = (i64)((tile_units + (u64)skew) % (u64)groups);

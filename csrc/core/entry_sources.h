@@ -19,6 +19,12 @@ struct PointerTableSource {
     i64 b = sizes_are_64bit ? ((const i64*)sizes)[i] : (i64)((const int*)sizes)[i];
     return b > 0 ? b : 0;  // negative sizes are rejected on the host where the host can see them
   }
+  // The lines holding entries i .. i + 15 of the address tables, which run_batch reads only after its scan.
+  template <class G>
+  XSC_FN void prefetch(const G& g, i64 i) const {
+    g.prefetch_line(src + i);
+    g.prefetch_line(dst + i);
+  }
   XSC_FN Span span(i64 i) const {
     Span s;
     s.src = src[i];
@@ -45,6 +51,9 @@ struct StatePlanSource {
   i64 requests;
 
   XSC_FN i64 count() const { return requests * states; }
+  // Nothing to ask for early: the scan's size reads already read everything span() reads.
+  template <class G>
+  XSC_FN void prefetch(const G&, i64) const {}
   XSC_FN i64 id(const void* table, i64 r) const {
     return ids_are_64bit ? ((const i64*)table)[r] : (i64)((const int*)table)[r];
   }

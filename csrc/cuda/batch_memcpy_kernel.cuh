@@ -33,6 +33,8 @@ struct CudaGroup {
   __device__ void barrier() const { __syncthreads(); }
   __device__ void sg_barrier() const { __syncwarp(); }
   __device__ xsc::u64* scratch() const { return table; }
+  // The 128-byte line at p into L2, without waiting for it.
+  __device__ void prefetch_line(const void* p) const { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
   // Block-wide exclusive prefix sum: warp shuffles, then one warp scans the warp totals.
   __device__ xsc::i64 exclusive_scan(xsc::i64 v, xsc::i64* total) const {
