@@ -142,34 +142,38 @@ XSC_FN void run_job(G& g, const Source& src, const Job& job) {
   else if (job.len == kGeneralUnit) copy_unit(g, src.span((i64)job.src), (i64)job.dst);
 }
 
+// Unit 0 of entries w, w + subgroups, ... (w: the calling sub-group's index in the grid), straight from the
+// tables: no scan needed. Used when entries outnumber sub-groups, so that every sub-group starts copying one
+// trip to the tables after launch instead of after the scan and a lookup; the scan then deals out the other
+// units.
+template <class G, class Source>
+XSC_FN void copy_first_units(G& g, const Source& src, i64 n) {
+  const i64 subgroups = g.num_groups() * g.num_sgs();
+  const i64 w = g.group_id() * g.num_sgs() + g.sg_id();
+  Job job = job_of(src.span(w), w, 0);
+  for (i64 e = w; e < n; e += subgroups) {
+    Job next = {0, 0, 0};
+    if (e + subgroups < n) next = job_of(src.span(e + subgroups), e + subgroups, 0);
+    run_job(g, src, job);
+    job = next;
+  }
+}
+
 // The whole batch, called by every work-item of every group. `Source` yields count() and span(i).
 // Unit k of the batch (numbered across all entries in order) belongs to group k % groups, so a huge entry
 // is spread over every group, many small ones are dealt out a few per group, and the units copied at one
 // moment lie close together in memory. Per tile of entries, one group scan puts each entry's running unit
-// total in g.scratch() (local_size() * kItems values); each sub-group then takes every num_sgs-th of the
-// group's units and finds its entry by binary search there, the next one found before the current one is
-// copied so that the search and the span's read hide behind the copy.
+// total in g.scratch() (local_size() * kItems values); each sub-group then takes its share of the group's
+// units (share_of) and finds each unit's entry by binary search there, the next one found before the
+// current one is copied so that the search and the span's read hide behind the copy.
 template <class G, class Source>
 XSC_FN void run_batch(G& g, const Source& src) {
   const i64 n = src.count();
   const i64 groups = g.num_groups();
   const i64 tile = g.local_size() * kItems;
   const TileEnds ends = {g.scratch(), g.local_size()};
-  // With at least as many entries as sub-groups, each sub-group first copies unit 0 of entries w,
-  // w + subgroups, ... (w: its index in the grid). That needs no scan, so the copying starts one trip to the
-  // tables after launch instead of after the scan and a lookup; the scan then deals out the other units.
-  const i64 subgroups = groups * g.num_sgs();
-  const u64 skipped = n >= subgroups ? 1 : 0;
-  if (skipped) {
-    const i64 w = g.group_id() * g.num_sgs() + g.sg_id();
-    Job job = job_of(src.span(w), w, 0);
-    for (i64 e = w; e < n; e += subgroups) {
-      Job next = {0, 0, 0};
-      if (e + subgroups < n) next = job_of(src.span(e + subgroups), e + subgroups, 0);
-      run_job(g, src, job);
-      job = next;
-    }
-  }
+  const u64 skipped = n >= groups * g.num_sgs() ? 1 : 0;  // units at the start of each entry copied first
+  if (skipped) copy_first_units(g, src, n);
   // `skew` is (units of all tiles so far) % groups: the group that owns a tile's first unit. Kept up to
   // date per tile, so no 64-bit division sits between the scan and the first copy.
   i64 skew = 0;
