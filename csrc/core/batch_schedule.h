@@ -15,6 +15,13 @@ constexpr int kItems = XSC_ITEMS;  // entries per work-item per tile: one tile c
 #endif
 constexpr i64 kLineEntries = 16;  // 8-byte table entries per 128-byte line
 
+// Timeline hook: benchmarks/cuda_timeline.cu defines it to record when each sub-group passes a point
+// (`after` is a value the point must wait for); empty everywhere else.
+#ifndef XSC_MARK
+#define XSC_MARK(point, after)
+#endif
+enum MarkPoint { kMarkScanned = 1, kMarkFirstJob = 2, kMarkUnitDone = 3 };
+
 // The running unit totals of the current tile's entries, as the group keeps them in local memory. Entry i
 // of the tile sits at position (i % kItems) * local_size + i / kItems: the work-item that scans entries
 // t * kItems .. t * kItems + kItems - 1 writes each of them next to where its neighbours write theirs, so
@@ -155,6 +162,7 @@ XSC_FN void copy_first_units(G& g, const Source& src, i64 n) {
     Job next = {0, 0, 0};
     if (e + subgroups < n) next = job_of(src.span(e + subgroups), e + subgroups, 0);
     run_job(g, src, job);
+    XSC_MARK(kMarkUnitDone, 0);
     job = next;
   }
 }
@@ -206,6 +214,7 @@ XSC_FN void run_batch(G& g, const Source& src) {
       ends[first + k] = end;
     }
     g.barrier();
+    XSC_MARK(kMarkScanned, 0);
     // This group owns tile units (group_id - skew) mod groups, + groups, ...: see share_of for how its
     // sub-groups divide them.
     const u64 tile_units = (u64)tile_total;
@@ -214,10 +223,12 @@ XSC_FN void run_batch(G& g, const Source& src) {
     const SubgroupShare sh = share_of(g, (u64)(me >= skew ? me - skew : me + groups - skew), tile_units);
     Job job = {0, 0, 0};
     if (sh.count > 0) job = share_job(src, ends, last, base, sh, (u64)groups, 0, skipped);
+    XSC_MARK(kMarkFirstJob, job.src);
     for (u64 k = 0; k < sh.count; ++k) {
       Job next = {0, 0, 0};
       if (k + 1 < sh.count) next = share_job(src, ends, last, base, sh, (u64)groups, k + 1, skipped);
       run_job(g, src, job);
+      XSC_MARK(kMarkUnitDone, 0);
       job = next;
     }
     g.barrier();  // the running totals are rewritten by the next tile
