@@ -3,12 +3,8 @@
 // hook of batch_schedule.h. Also the same for a flat copy of the same bytes with the same grid, and the
 // gap between a one-thread kernel before and after each launch. Torch-free; build and run on a CUDA GPU:
 //   nvcc -std=c++17 -O3 -arch=sm_90 -Icsrc/core -Icsrc/cuda benchmarks/cuda_timeline.cu -o timeline && ./timeline
-#include <cuda_runtime.h>
-
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
+#include <string>
 
 __device__ __forceinline__ unsigned long long global_ns() {
   unsigned long long t;
@@ -42,16 +38,7 @@ __device__ __forceinline__ void mark(int point, unsigned long long after) {
 }
 #define XSC_MARK(point, after) mark((int)(point), (unsigned long long)(after))
 
-#include "batch_memcpy_kernel.cuh"
-
-#define CHECK(x)                                                                     \
-  do {                                                                               \
-    cudaError_t e = (x);                                                             \
-    if (e != cudaSuccess) {                                                          \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); \
-      std::exit(1);                                                                  \
-    }                                                                                \
-  } while (0)
+#include "cuda_bench_common.cuh"
 
 __global__ void __launch_bounds__(xsc_cuda::kThreads, XSC_CUDA_MIN_BLOCKS)
     marked_batch(const xsc::u64* src, const xsc::u64* dst, const void* sizes, xsc::i64 n) {
@@ -65,26 +52,11 @@ __global__ void __launch_bounds__(xsc_cuda::kThreads, XSC_CUDA_MIN_BLOCKS)
 __global__ void __launch_bounds__(xsc_cuda::kThreads, XSC_CUDA_MIN_BLOCKS)
     marked_flat(const xsc::Word16* src, xsc::Word16* dst, long long words) {
   mark(0, 0);
-  const long long stride = (long long)gridDim.x * blockDim.x * xsc::kUnroll;
-  for (long long base = (long long)blockIdx.x * blockDim.x * xsc::kUnroll + threadIdx.x; base < words; base += stride) {
-    xsc::Word16 v[xsc::kUnroll];
-#pragma unroll
-    for (int u = 0; u < xsc::kUnroll; ++u)
-      if (base + u * blockDim.x < words) v[u] = src[base + u * blockDim.x];
-#pragma unroll
-    for (int u = 0; u < xsc::kUnroll; ++u)
-      if (base + u * blockDim.x < words) dst[base + u * blockDim.x] = v[u];
-  }
+  flat_copy_body(src, dst, words);
   mark(3, 0);
 }
 
 __global__ void stamp(unsigned long long* at) { *at = global_ns(); }
-__global__ void spin(long long cycles) {
-  const long long t0 = clock64();
-  while (clock64() - t0 < cycles) {
-  }
-}
-
 static void row(const char* what, std::vector<double> v) {
   if (v.empty()) return;
   std::sort(v.begin(), v.end());
@@ -100,34 +72,15 @@ int main() {
   CHECK(cudaMalloc(&marks, (size_t)warps * kSlots * 8));
   CHECK(cudaMalloc(&stamps, 16));
   CHECK(cudaMemcpyToSymbol(g_marks, &marks, sizeof(marks)));
-  std::vector<long long> step(36, 48 << 10), tiny(4096, 4096), step16;
-  for (int i = 0; i < 36; ++i) step.push_back(1 << 20);
-  for (int r = 0; r < 16; ++r) step16.insert(step16.end(), step.begin(), step.end());
-  struct Workload { const char* name; std::vector<long long> sizes; };
-  for (const Workload& w : {Workload{"step", step}, Workload{"tiny", tiny}, Workload{"step16", step16}}) {
-    const size_t n = w.sizes.size();
-    long long total = 0;
-    for (long long s : w.sizes) total += s;
+  for (const Workload& w : workloads()) {
+    if (std::string(w.name) == "mixed") continue;  // one huge entry: nothing to see at the start
     const int sets = 4;  // rotated so that the tables and data are not all in L2, as in the benchmarks
-    std::vector<unsigned char*> src(sets), dst(sets);
-    std::vector<unsigned long long*> tables(sets);
-    std::vector<long long*> sizes(sets);
-    for (int k = 0; k < sets; ++k) {
-      CHECK(cudaMalloc(&src[k], total + 256 * n));
-      CHECK(cudaMalloc(&dst[k], total + 256 * n));
-      CHECK(cudaMemset(src[k], 0x3c, total + 256 * n));
-      std::vector<unsigned long long> host(2 * n);
-      long long off = 0;
-      for (size_t i = 0; i < n; ++i) {
-        host[i] = (unsigned long long)(src[k] + off);
-        host[n + i] = (unsigned long long)(dst[k] + off);
-        off += w.sizes[i] + 256;
-      }
-      CHECK(cudaMalloc(&tables[k], 2 * n * 8));
-      CHECK(cudaMemcpy(tables[k], host.data(), 2 * n * 8, cudaMemcpyHostToDevice));
-      CHECK(cudaMalloc(&sizes[k], n * 8));
-      CHECK(cudaMemcpy(sizes[k], w.sizes.data(), n * 8, cudaMemcpyHostToDevice));
-    }
+    BatchBuffers buf(w.sizes, sets);
+    const size_t n = buf.n;
+    const long long total = buf.total;
+    const auto &src = buf.src, &dst = buf.dst;
+    const auto& tables = buf.tables;
+    const auto& sizes = buf.sizes;
     for (int flat = 0; flat < 2; ++flat) {
       // Six launches back to back behind a spin; the last one is recorded, between two stamps. Three rounds,
       // the last one kept: the first launches of a program run at idle clocks.
@@ -180,12 +133,6 @@ int main() {
           if (count[u]) std::printf(" %d:%d", u, count[u]);
         std::printf("\n");
       }
-    }
-    for (int k = 0; k < sets; ++k) {
-      CHECK(cudaFree(src[k]));
-      CHECK(cudaFree(dst[k]));
-      CHECK(cudaFree(tables[k]));
-      CHECK(cudaFree(sizes[k]));
     }
   }
   return 0;

@@ -1,0 +1,100 @@
+// What the torch-free CUDA benchmark programs (cuda_sweep.cu, cuda_timeline.cu) share: error checks, the
+// GPU spin that queues calls back to back, the flat copy they compare with, and the four workloads.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "batch_memcpy_kernel.cuh"
+
+#define CHECK(x)                                                                     \
+  do {                                                                               \
+    cudaError_t e = (x);                                                             \
+    if (e != cudaSuccess) {                                                          \
+      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); \
+      std::exit(1);                                                                  \
+    }                                                                                \
+  } while (0)
+
+// The batch's bytes copied as one contiguous range with the batch kernel's grid and loads in flight: how
+// close this occupancy and unroll get to cudaMemcpyAsync with no scheduling at all.
+__device__ __forceinline__ void flat_copy_body(const xsc::Word16* src, xsc::Word16* dst, long long words) {
+  const long long stride = (long long)gridDim.x * blockDim.x * xsc::kUnroll;
+  for (long long base = (long long)blockIdx.x * blockDim.x * xsc::kUnroll + threadIdx.x; base < words; base += stride) {
+    xsc::Word16 v[xsc::kUnroll];
+#pragma unroll
+    for (int u = 0; u < xsc::kUnroll; ++u)
+      if (base + u * blockDim.x < words) v[u] = src[base + u * blockDim.x];
+#pragma unroll
+    for (int u = 0; u < xsc::kUnroll; ++u)
+      if (base + u * blockDim.x < words) dst[base + u * blockDim.x] = v[u];
+  }
+}
+
+// Keeps the GPU busy for `cycles` so that the host can queue the calls to time behind it.
+__global__ void spin(long long cycles) {
+  const long long t0 = clock64();
+  while (clock64() - t0 < cycles) {
+  }
+}
+
+struct Workload {
+  const char* name;
+  std::vector<long long> sizes;
+};
+
+// The four workloads of `xpu-state-copy bench`, at full size.
+inline std::vector<Workload> workloads() {
+  std::vector<long long> step(36, 48 << 10), step16, mixed = {256ll << 20};
+  step.insert(step.end(), 36, 1 << 20);
+  for (int r = 0; r < 16; ++r) step16.insert(step16.end(), step.begin(), step.end());
+  mixed.insert(mixed.end(), 1000, 8192);
+  return {{"step", step}, {"step16", step16}, {"tiny", std::vector<long long>(4096, 4096)}, {"mixed", mixed}};
+}
+
+// `count` sets of one batch's device buffers, rotated so that the working set does not sit in the 50 MB L2:
+// source and destination arenas with the entries 256 bytes apart (16-byte aligned, as pool blocks are),
+// the address tables (sources, then destinations) and the sizes. Sources hold a pattern, destinations 0xA5.
+struct BatchBuffers {
+  size_t n;
+  long long total = 0;  // bytes the batch copies
+  long long arena;      // bytes of each arena
+  std::vector<unsigned char*> src, dst;
+  std::vector<unsigned long long*> tables;
+  std::vector<long long*> sizes;
+
+  BatchBuffers(const std::vector<long long>& entry_sizes, int count)
+      : n(entry_sizes.size()), src(count), dst(count), tables(count), sizes(count) {
+    for (long long s : entry_sizes) total += s;
+    arena = total + 256 * (long long)n;
+    for (int k = 0; k < count; ++k) {
+      CHECK(cudaMalloc(&src[k], arena));
+      CHECK(cudaMalloc(&dst[k], arena));
+      std::vector<unsigned long long> host(2 * n);
+      long long off = 0;
+      for (size_t i = 0; i < n; ++i) {
+        host[i] = (unsigned long long)(src[k] + off);
+        host[n + i] = (unsigned long long)(dst[k] + off);
+        off += entry_sizes[i] + 256;
+      }
+      CHECK(cudaMalloc(&tables[k], 2 * n * 8));
+      CHECK(cudaMemcpy(tables[k], host.data(), 2 * n * 8, cudaMemcpyHostToDevice));
+      CHECK(cudaMalloc(&sizes[k], n * 8));
+      CHECK(cudaMemcpy(sizes[k], entry_sizes.data(), n * 8, cudaMemcpyHostToDevice));
+      std::vector<unsigned char> pattern(arena);
+      for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = (unsigned char)(i * 131 + k * 7 + (i >> 12));
+      CHECK(cudaMemcpy(src[k], pattern.data(), pattern.size(), cudaMemcpyHostToDevice));
+      CHECK(cudaMemset(dst[k], 0xA5, arena));
+    }
+  }
+  ~BatchBuffers() {
+    for (size_t k = 0; k < src.size(); ++k) {
+      CHECK(cudaFree(src[k]));
+      CHECK(cudaFree(dst[k]));
+      CHECK(cudaFree(tables[k]));
+      CHECK(cudaFree(sizes[k]));
+    }
+  }
+};
