@@ -102,6 +102,20 @@ def test_more_entries_than_sub_groups(target):
         assert torch.equal(got.cpu(), want), f"state {j} ({kinds[j]}) differs from the reference"
 
 
+def test_block_layout_is_read_from_sizes_and_strides(target):
+    """A size-1 dim's stride does not matter; a padded row inside a block is refused, naming the state."""
+    base = torch.randn(9, 6, device=target.device)
+    odd_stride = base.as_strided((9, 1, 6), (6, 100, 1))  # size-1 dim with an unusual stride: still dense
+    expected = _reference([odd_stride], ["whole"], [2], [5], [0])
+    ids = lambda v: torch.tensor(v, device=target.device)  # noqa: E731
+    xpu_state_copy.copy_states_([odd_stride], ["whole"], ids([2]), ids([5]), ids([0]))
+    synchronize(target.device)
+    assert torch.equal(odd_stride.cpu(), expected[0])
+    padded_rows = torch.randn(9, 5, 8, device=target.device)[:, :, :7]
+    with pytest.raises(RuntimeError, match=r"states\[1\] must be contiguous within a block"):
+        xpu_state_copy.copy_states_([odd_stride, padded_rows], ["whole", "whole"], ids([2]), ids([5]), ids([0]))
+
+
 def test_opcheck_and_compile(target):
     states, kinds = _pools(target.device, torch.float32)
     ids = lambda v: torch.tensor(v, device=target.device)  # noqa: E731

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include <cstring>
 #include <list>
 #include <mutex>
 #include <utility>
@@ -27,6 +28,25 @@ int64_t host_id(const at::Tensor& t, int64_t r) {
   return t.scalar_type() == at::kLong ? t.data_ptr<int64_t>()[r] : t.data_ptr<int32_t>()[r];
 }
 
+// A block's element count and whether its dims (all but the first) are dense and row-major, as a contiguous
+// block is. Read from sizes and strides: a view per state (select) would cost a dispatcher call each, and
+// vLLM passes dozens of states on every step.
+int64_t block_numel(const at::Tensor& s) {
+  int64_t n = 1;
+  for (int64_t d = 1; d < s.dim(); ++d) n *= s.size(d);
+  return n;
+}
+
+bool block_is_contiguous(const at::Tensor& s) {
+  if (block_numel(s) == 0) return true;
+  int64_t expected = 1;
+  for (int64_t d = s.dim() - 1; d >= 1; --d) {
+    if (s.size(d) != 1 && s.stride(d) != expected) return false;
+    expected *= s.size(d);
+  }
+  return true;
+}
+
 }  // namespace
 
 CopyStatesShape check_copy_states_args(at::TensorList states, at::IntArrayRef kinds, const at::Tensor& src_blocks,
@@ -46,12 +66,11 @@ CopyStatesShape check_copy_states_args(at::TensorList states, at::IntArrayRef ki
     }
     // Within a block the copied bytes must be laid out as the plan says: a whole block (or SD block)
     // contiguous; for DS, each channel's tokens contiguous.
-    const at::Tensor block = s.select(0, 0);
     if (kinds[j] == kConvDS) {
       XSC_CHECK(s.stride(2) == 1, "states[", j, "] (conv, [blocks, dim, tokens]) must have contiguous tokens, got "
                   "stride ", s.stride(2));
     } else {
-      XSC_CHECK(block.is_contiguous(), "states[", j, "] must be contiguous within a block (only the block "
+      XSC_CHECK(block_is_contiguous(s), "states[", j, "] must be contiguous within a block (only the block "
                   "stride may be padded)");
     }
     min_blocks = std::min<int64_t>(min_blocks, s.size(0));
@@ -91,7 +110,7 @@ at::Tensor build_state_plan(at::TensorList states, at::IntArrayRef kinds) {
     } else {
       p[xsc::kRows] = 1;
       p[xsc::kRowStride] = 0;
-      p[xsc::kRowBytes] = s.select(0, 0).numel() * es;
+      p[xsc::kRowBytes] = block_numel(s) * es;
       p[xsc::kTokenBytes] = kinds[j] == kConvSD ? s.size(2) * es : 0;
     }
   }
@@ -108,7 +127,9 @@ at::Tensor device_state_plan(at::TensorList states, at::IntArrayRef kinds) {
   static auto& cache = *new std::list<std::pair<at::Tensor, at::Tensor>>();
   std::lock_guard<std::mutex> lock(mutex);
   for (auto it = cache.begin(); it != cache.end(); ++it) {
-    if (it->second.device() == device && it->first.equal(host)) {
+    // Both plans are small contiguous int64 CPU tensors: compare their bytes, not through the dispatcher.
+    if (it->second.device() == device && it->first.numel() == host.numel() &&
+        std::memcmp(it->first.data_ptr(), host.data_ptr(), host.nbytes()) == 0) {
       cache.splice(cache.begin(), cache, it);
       return it->second;
     }
