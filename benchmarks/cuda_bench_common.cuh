@@ -89,6 +89,8 @@ struct BatchBuffers {
       CHECK(cudaMemset(dst[k], 0xA5, arena));
     }
   }
+  BatchBuffers(const BatchBuffers&) = delete;  // owns device memory
+  BatchBuffers& operator=(const BatchBuffers&) = delete;
   ~BatchBuffers() {
     for (size_t k = 0; k < src.size(); ++k) {
       CHECK(cudaFree(src[k]));

@@ -6,6 +6,7 @@
 // runs only the named workloads.
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "cuda_bench_common.cuh"
 
@@ -25,8 +26,9 @@ int main() {
               (long long)xsc::kChunkBytes, xsc::kUnroll, xsc_cuda::kThreads, XSC_CUDA_MIN_BLOCKS, xsc::kItems, per_sm,
               blocks);
   const char* only = std::getenv("SWEEP_WORKLOADS");  // e.g. "step,tiny": run just these
+  const std::string wanted = only ? std::string(",") + only + "," : "";
   for (const Workload& w : workloads()) {
-    if (only && !std::strstr(only, w.name)) continue;
+    if (only && wanted.find(std::string(",") + w.name + ",") == std::string::npos) continue;
     long long total = 0;
     for (long long s : w.sizes) total += s;
     BatchBuffers buf(w.sizes, total * 2 < (200ll << 20) ? 4 : 1);

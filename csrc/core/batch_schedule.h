@@ -90,7 +90,8 @@ XSC_FN Job parts_of(Job job, int lo, int hi) {
     return job;
   }
   const i64 begin = lo * kPartBytes;
-  const i64 end = hi * kPartBytes < job.len ? hi * kPartBytes : job.len;
+  // The last part runs to the unit's end, whatever kChunkBytes / kTailParts rounded away.
+  const i64 end = hi >= kTailParts || hi * kPartBytes > job.len ? job.len : hi * kPartBytes;
   job.len = end > begin ? (int)(end - begin) : 0;
   job.src += (u64)begin;
   job.dst += (u64)begin;

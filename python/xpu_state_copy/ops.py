@@ -50,10 +50,13 @@ def copy_states_(states: Sequence[torch.Tensor], kinds: Sequence[str], src_block
     range-checked; on an accelerator they are not read back, and the kernel skips invalid ones.
     Requests must not write blocks that other requests read or write.
     """
+    kinds = tuple(kinds)  # read once: it may be an iterator
     try:
-        kind_ids = _kind_ids(tuple(kinds))
+        hash(kinds)
     except TypeError:  # an unhashable entry: convert without the cache, which reports what is wrong
-        kind_ids = _kind_ids.__wrapped__(tuple(kinds))
+        kind_ids = _kind_ids.__wrapped__(kinds)
+    else:
+        kind_ids = _kind_ids(kinds)
     if shifts is None:
         shifts = torch.zeros_like(src_blocks)
     _ops.copy_states_(list(states), kind_ids, src_blocks, dst_blocks, shifts)
