@@ -51,15 +51,22 @@ def copy_states_(states: Sequence[torch.Tensor], kinds: Sequence[str], src_block
     Requests must not write blocks that other requests read or write.
     """
     kinds = tuple(kinds)  # read once: it may be an iterator
-    try:
-        hash(kinds)
-    except TypeError:  # an unhashable entry: convert without the cache, which reports what is wrong
-        kind_ids = _kind_ids.__wrapped__(kinds)
-    else:
-        kind_ids = _kind_ids(kinds)
+    kind_ids = _kind_ids(kinds) if _cacheable(kinds) else _kind_ids.__wrapped__(kinds)
     if shifts is None:
         shifts = torch.zeros_like(src_blocks)
     _ops.copy_states_(list(states), kind_ids, src_blocks, dst_blocks, shifts)
+
+
+def _cacheable(kinds: tuple) -> bool:
+    """Whether _kind_ids may use its cache: not while torch.compile traces (it bypasses caches, with a
+    warning), and not for an unhashable entry (the plain conversion then reports what is wrong)."""
+    if torch.compiler.is_compiling():
+        return False
+    try:
+        hash(kinds)
+    except TypeError:
+        return False
+    return True
 
 
 @functools.lru_cache(maxsize=32)
