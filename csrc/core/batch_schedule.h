@@ -139,8 +139,7 @@ XSC_FN Job share_job(const Source& src, const TileEnds& ends, i64 last, i64 base
   if (k < sh.whole) return job_at(src, ends, last, base, sh.first + k * sh.stride, skipped);
   const u64 t = k - sh.whole;  // 0 or 1: the tail pieces
   const int lo = t == 0 ? (int)sh.part_lo : 0;
-  const int hi = t == 0 ? ((int)sh.part_hi < kTailParts ? (int)sh.part_hi : kTailParts)
-                        : (int)sh.part_hi - kTailParts;
+  const int hi = t == 0 ? (int)sh.part_hi : (int)sh.part_hi - kTailParts;  // parts_of stops at the unit's end
   return parts_of(job_at(src, ends, last, base, sh.tail_unit + t * groups, skipped), lo, hi);
 }
 
@@ -187,10 +186,10 @@ XSC_FN void run_batch(G& g, const Source& src) {
   // date per tile, so no 64-bit division sits between the scan and the first copy.
   i64 skew = 0;
   for (i64 base = 0; base < n; base += tile) {
+    const i64 tile_n = n - base < tile ? n - base : tile;
 #if XSC_PREFETCH
     // Ask for the tile's table lines now, so that the lookups after the scan find them in the cache: each
     // 128-byte line (16 entries) is asked for once, by one work-item of one group.
-    const i64 tile_n = n - base < tile ? n - base : tile;
     for (i64 line = g.group_id() + g.local_id() * groups; line * kLineEntries < tile_n; line += groups * g.local_size())
       src.prefetch(g, base + line * kLineEntries);
 #endif
@@ -219,7 +218,7 @@ XSC_FN void run_batch(G& g, const Source& src) {
     // This group owns tile units (group_id - skew) mod groups, + groups, ...: see share_of for how its
     // sub-groups divide them.
     const u64 tile_units = (u64)tile_total;
-    const i64 last = (n - base < tile ? n - base : tile) - 1;  // the tile's last entry
+    const i64 last = tile_n - 1;  // the tile's last entry
     const i64 me = g.group_id();
     const SubgroupShare sh = share_of(g, (u64)(me >= skew ? me - skew : me + groups - skew), tile_units);
     Job job = {0, 0, 0};
