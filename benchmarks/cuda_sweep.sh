@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
 # Builds benchmarks/cuda_sweep.cu once per tuning variant and runs each (CUDA machine with nvcc).
-# Usage: benchmarks/cuda_sweep.sh [OUTDIR]   VARIANTS="chunk:unroll:threads:minblocks:items ..." overrides the list.
+# Usage: benchmarks/cuda_sweep.sh [OUTDIR]
+#   VARIANTS="chunk:unroll:threads:minblocks:items[:NAME=VALUE,NAME=VALUE] ..." overrides the list; the
+#   optional last field passes more -D flags, e.g. 8192:4:512:1:8:XSC_SMALL_BATCH=0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-build/cuda_sweep}
 mkdir -p "$out"
-VARIANTS=${VARIANTS:-"8192:4:512:1:8 4096:4:512:1:8 8192:4:512:1:4 4096:8:512:1:8"}
+VARIANTS=${VARIANTS:-"8192:4:512:1:8 8192:4:512:1:8:XSC_SMALL_BATCH=0 8192:4:512:1:8:XSC_SMALL_PARTS=4"}
+bin_of() { echo "$out/sweep_$(echo "$1" | tr ':,=' '__-')"; }
 for v in $VARIANTS; do
-  IFS=: read -r chunk unroll threads minb items <<<"$v"
-  bin="$out/sweep_${chunk}_${unroll}_${threads}_${minb}_${items}"
+  IFS=: read -r chunk unroll threads minb items extra <<<"$v"
+  defines=()
+  for d in ${extra//,/ }; do defines+=("-D$d"); done
   nvcc -std=c++17 -O3 -arch=sm_90 -Icsrc/core -Icsrc/cuda -DXSC_CHUNK_BYTES="$chunk" -DXSC_UNROLL="$unroll" \
-       -DXSC_CUDA_THREADS="$threads" -DXSC_CUDA_MIN_BLOCKS="$minb" -DXSC_ITEMS="$items" benchmarks/cuda_sweep.cu -o "$bin" &
+       -DXSC_CUDA_THREADS="$threads" -DXSC_CUDA_MIN_BLOCKS="$minb" -DXSC_ITEMS="$items" "${defines[@]}" \
+       benchmarks/cuda_sweep.cu -o "$(bin_of "$v")" &
 done
 wait
 for v in $VARIANTS; do
-  IFS=: read -r chunk unroll threads minb items <<<"$v"
-  "$out/sweep_${chunk}_${unroll}_${threads}_${minb}_${items}"
+  echo "== $v"
+  "$(bin_of "$v")"
 done

@@ -1,17 +1,29 @@
 #!/usr/bin/env bash
 # Everything we measure on an NVIDIA GPU, in one go: the kernel tuning sweep, the extension built offline
 # against the machine's torch, the whole test suite on CUDA tensors, and the benchmark against its peers.
-# Results go to $OUT (default build/device). Stages: STAGES="sweep build test bench" (default: all).
+# Results go to $OUT (default build/device). Stages: STAGES="sweep timeline build test bench" (default: all
+# but timeline). TIMELINE_DEFINES="XSC_SMALL_BATCH=0 ..." times one launch per listed -D set ("-": none).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-build/device}
 STAGES=${STAGES:-"sweep build test bench"}
+TIMELINE_DEFINES=${TIMELINE_DEFINES:-"-"}
 mkdir -p "$OUT"
 PY=${PY:-python3}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 if has sweep; then
   echo "== sweep"; bash benchmarks/cuda_sweep.sh build/cuda_sweep 2>&1 | tee "$OUT/sweep.txt"
+fi
+if has timeline; then
+  echo "== timeline"; mkdir -p build
+  for d in $TIMELINE_DEFINES; do
+    flags=()
+    [ "$d" = "-" ] || for f in ${d//,/ }; do flags+=("-D$f"); done
+    bin="build/timeline_$(echo "$d" | tr ',=' '_-')"
+    nvcc -std=c++17 -O3 -arch=sm_90 -Icsrc/core -Icsrc/cuda "${flags[@]}" benchmarks/cuda_timeline.cu -o "$bin" \
+      && { echo "-- timeline $d"; "$bin"; }
+  done 2>&1 | tee "$OUT/timeline.txt"
 fi
 if has build; then
   echo "== build"

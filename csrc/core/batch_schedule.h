@@ -1,102 +1,18 @@
 // Which sub-group copies which unit: the scheduling half of the shared kernel body (copy_routine.h says how
-// a sub-group copies a unit). Included by the SYCL kernel source and the CUDA twin.
+// a sub-group copies a unit). Included by the SYCL kernel source and the CUDA twin. A batch of a few
+// entries, fewer than the grid has sub-groups, is scheduled by each sub-group on its own (small_batch.h);
+// any other batch by the groups, a tile of entries at a time (run_tiles, below).
 #pragma once
 
-#include "copy_routine.h"
+#include "batch_jobs.h"
+#include "small_batch.h"
 
 namespace xsc {
 
-#ifndef XSC_ITEMS
-#define XSC_ITEMS 8
-#endif
-constexpr int kItems = XSC_ITEMS;  // entries per work-item per tile: one tile covers local_size * kItems
 #ifndef XSC_PREFETCH
 #define XSC_PREFETCH 1
 #endif
 constexpr i64 kLineEntries = 16;  // 8-byte table entries per 128-byte line
-
-// Timeline hook: benchmarks/cuda_timeline.cu defines it to record when each sub-group passes a point
-// (`after` is a value the point must wait for); empty everywhere else.
-#ifndef XSC_MARK
-#define XSC_MARK(point, after)
-#endif
-enum MarkPoint { kMarkScanned = 1, kMarkFirstJob = 2, kMarkUnitDone = 3 };
-
-// The running unit totals of the current tile's entries, as the group keeps them in local memory. Entry i
-// of the tile sits at position (i % kItems) * local_size + i / kItems: the work-item that scans entries
-// t * kItems .. t * kItems + kItems - 1 writes each of them next to where its neighbours write theirs, so
-// the writes meet no local-memory bank conflicts.
-struct TileEnds {
-  u64* slots;
-  i64 items;  // local_size()
-
-  XSC_FN u64& operator[](i64 i) const { return slots[(i % kItems) * items + i / kItems]; }
-};
-
-#ifndef XSC_TAIL_PARTS
-#define XSC_TAIL_PARTS 2
-#endif
-// A group's units that do not fill a round (fewer than one per sub-group) are cut in this many parts and
-// the parts dealt out evenly, so that no sub-group copies a whole unit more than its neighbours while they
-// wait at the end of the batch.
-constexpr int kTailParts = XSC_TAIL_PARTS;
-constexpr i64 kPartBytes = kChunkBytes / kTailParts;
-
-// What a sub-group copies next, in few registers (they bound how many work-items a compute unit holds):
-// a slice of a plain memmove as its addresses and length, any other unit as its entry and unit number.
-constexpr int kGeneralUnit = -1;
-struct Job {
-  u64 src, dst;  // a slice: its addresses; a general unit: the entry index and the unit
-  int len;       // a slice: bytes (1..kChunkBytes); kGeneralUnit; 0: nothing to copy
-};
-
-// Unit `unit` of entry `e` (whose span is `s`) as a job.
-XSC_FN Job job_of(const Span& s, i64 e, u64 unit) {
-  Job job;
-  if (s.rows == 1 && !ranges_overlap(s.src, s.dst, s.row_bytes)) {
-    const u64 off = unit * (u64)kChunkBytes;
-    const i64 rest = s.row_bytes - (i64)off;
-    job.src = s.src + off;
-    job.dst = s.dst + off;
-    job.len = rest <= 0 ? 0 : (int)(rest < kChunkBytes ? rest : kChunkBytes);
-  } else {
-    job.src = (u64)e;
-    job.dst = unit;
-    job.len = units_of(s.rows, s.row_bytes) > (i64)unit ? kGeneralUnit : 0;
-  }
-  return job;
-}
-
-// The job for unit r of the current tile (tile-relative numbering): the entry holding it is the first of
-// entries 0..last whose running total exceeds r (entries with no units share their neighbour's total).
-// `skipped` units at the start of every entry were copied before the scan and are not counted in it.
-template <class Source>
-XSC_FN Job job_at(const Source& src, const TileEnds& ends, i64 last, i64 base, u64 r, u64 skipped) {
-  i64 lo = 0, hi = last;
-  while (lo < hi) {
-    const i64 mid = (lo + hi) / 2;
-    if (ends[mid] > r) hi = mid;
-    else lo = mid + 1;
-  }
-  const u64 unit = r - (lo > 0 ? ends[lo - 1] : 0) + skipped;
-  return job_of(src.span(base + lo), base + lo, unit);
-}
-
-// Parts [lo, hi) of a unit (of kTailParts). A general unit (rows, or an overlapping range) is not cut: the
-// sub-group holding its part 0 copies all of it.
-XSC_FN Job parts_of(Job job, int lo, int hi) {
-  if (job.len == kGeneralUnit) {
-    if (lo != 0) job.len = 0;
-    return job;
-  }
-  const i64 begin = lo * kPartBytes;
-  // The last part runs to the unit's end, whatever kChunkBytes / kTailParts rounded away.
-  const i64 end = hi >= kTailParts || hi * kPartBytes > job.len ? job.len : hi * kPartBytes;
-  job.len = end > begin ? (int)(end - begin) : 0;
-  job.src += (u64)begin;
-  job.dst += (u64)begin;
-  return job;
-}
 
 // a / b without a 64-bit division in the common case (both fit in 32 bits): it sits before the first copy.
 XSC_FN u64 quotient(u64 a, u64 b) {
@@ -140,13 +56,7 @@ XSC_FN Job share_job(const Source& src, const TileEnds& ends, i64 last, i64 base
   const u64 t = k - sh.whole;  // 0 or 1: the tail pieces
   const int lo = t == 0 ? (int)sh.part_lo : 0;
   const int hi = t == 0 ? (int)sh.part_hi : (int)sh.part_hi - kTailParts;  // parts_of stops at the unit's end
-  return parts_of(job_at(src, ends, last, base, sh.tail_unit + t * groups, skipped), lo, hi);
-}
-
-template <class G, class Source>
-XSC_FN void run_job(G& g, const Source& src, const Job& job) {
-  if (job.len > 0) sg_copy_piece(g, job.src, job.dst, job.len, false);
-  else if (job.len == kGeneralUnit) copy_unit(g, src.span((i64)job.src), (i64)job.dst);
+  return parts_of(job_at(src, ends, last, base, sh.tail_unit + t * groups, skipped), lo, hi, kTailParts);
 }
 
 // Unit 0 of entries w, w + subgroups, ... (w: the calling sub-group's index in the grid), straight from the
@@ -167,20 +77,40 @@ XSC_FN void copy_first_units(G& g, const Source& src, i64 n) {
   }
 }
 
-// The whole batch, called by every work-item of every group. `Source` yields count() and span(i).
-// Unit k of the batch (numbered across all entries in order) belongs to group k % groups, so a huge entry
+#ifndef XSC_EARLY_SIZES
+#define XSC_EARLY_SIZES 0
+#endif
+
+// Units of entries at .. at + kItems - 1 (none past n), less the `skipped` first ones of each.
+template <class Source>
+XSC_FN void tile_units(const Source& src, i64 at, i64 n, u64 skipped, i64 (&u)[kItems]) {
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    u[k] = 0;
+    if (at + k < n) {
+      const Span s = src.span(at + k);
+      u[k] = units_of(s.rows, s.row_bytes) - (i64)skipped;
+      if (u[k] < 0) u[k] = 0;
+    }
+  }
+}
+
+// The group schedule, for any batch. Unit k of the batch (numbered across all entries in order) belongs to group k % groups, so a huge entry
 // is spread over every group, many small ones are dealt out a few per group, and the units copied at one
 // moment lie close together in memory. Per tile of entries, one group scan puts each entry's running unit
 // total in g.scratch() (local_size() * kItems values); each sub-group then takes its share of the group's
 // units (share_of) and finds each unit's entry by binary search there, the next one found before the
 // current one is copied so that the search and the span's read hide behind the copy.
 template <class G, class Source>
-XSC_FN void run_batch(G& g, const Source& src) {
-  const i64 n = src.count();
+XSC_FN void run_tiles(G& g, const Source& src, i64 n) {
   const i64 groups = g.num_groups();
   const i64 tile = g.local_size() * kItems;
   const TileEnds ends = {g.scratch(), g.local_size()};
   const u64 skipped = n >= groups * g.num_sgs() ? 1 : 0;  // units at the start of each entry copied first
+  const i64 first = g.local_id() * kItems;  // this work-item's entries of a tile: first .. first + kItems - 1
+  i64 u[kItems];                            // their units, less the first ones copied before the scan
+  // With the first-unit pass, the first tile's sizes can be read before it: their trip hides behind it.
+  if (XSC_EARLY_SIZES && skipped) tile_units(src, first, n, skipped, u);
   if (skipped) copy_first_units(g, src, n);
   // `skew` is (units of all tiles so far) % groups: the group that owns a tile's first unit. Kept up to
   // date per tile, so no 64-bit division sits between the scan and the first copy.
@@ -193,19 +123,10 @@ XSC_FN void run_batch(G& g, const Source& src) {
     for (i64 line = g.group_id() + g.local_id() * groups; line * kLineEntries < tile_n; line += groups * g.local_size())
       src.prefetch(g, base + line * kLineEntries);
 #endif
-    const i64 first = g.local_id() * kItems;  // this work-item's entries: first .. first + kItems - 1
-    i64 u[kItems];
+    if (!(XSC_EARLY_SIZES && skipped && base == 0)) tile_units(src, base + first, n, skipped, u);
     i64 sum = 0;
 #pragma unroll
-    for (int k = 0; k < kItems; ++k) {
-      u[k] = 0;
-      if (base + first + k < n) {
-        const Span s = src.span(base + first + k);
-        u[k] = units_of(s.rows, s.row_bytes) - (i64)skipped;
-        if (u[k] < 0) u[k] = 0;
-      }
-      sum += u[k];
-    }
+    for (int k = 0; k < kItems; ++k) sum += u[k];
     i64 tile_total = 0;
     u64 end = (u64)g.exclusive_scan(sum, &tile_total);
 #pragma unroll
@@ -234,6 +155,16 @@ XSC_FN void run_batch(G& g, const Source& src) {
     g.barrier();  // the running totals are rewritten by the next tile
     skew = (i64)((tile_units + (u64)skew) % (u64)groups);
   }
+}
+
+// The whole batch, called by every work-item of every group. `Source` yields count() and span(i). The
+// choice depends only on the batch and the grid, so every work-item takes the same path (run_tiles has
+// group barriers).
+template <class G, class Source>
+XSC_FN void run_batch(G& g, const Source& src) {
+  const i64 n = src.count();
+  if (fits_small_batch(g, n)) run_small_batch(g, src, n);
+  else run_tiles(g, src, n);
 }
 
 }  // namespace xsc

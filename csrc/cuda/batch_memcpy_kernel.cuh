@@ -36,24 +36,35 @@ struct CudaGroup {
   // The 128-byte line at p into L2, without waiting for it.
   __device__ void prefetch_line(const void* p) const { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
-  // Block-wide exclusive prefix sum: warp shuffles, then one warp scans the warp totals.
-  __device__ xsc::i64 exclusive_scan(xsc::i64 v, xsc::i64* total) const {
-    const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
-    xsc::i64 incl = v;
+  // Sub-group (warp) inclusive prefix sum, by shuffles.
+  __device__ static xsc::i64 warp_inclusive_scan(xsc::i64 v) {
+    const int lane = threadIdx.x % kWarp;
 #pragma unroll
     for (int d = 1; d < kWarp; d *= 2) {
-      xsc::i64 up = __shfl_up_sync(0xffffffffu, incl, d);
-      if (lane >= d) incl += up;
+      xsc::i64 up = __shfl_up_sync(0xffffffffu, v, d);
+      if (lane >= d) v += up;
     }
+    return v;
+  }
+  __device__ xsc::i64 sg_exclusive_scan(xsc::i64 v, xsc::i64* total) const {
+    const xsc::i64 incl = warp_inclusive_scan(v);
+    *total = __shfl_sync(0xffffffffu, incl, kWarp - 1);
+    return incl - v;
+  }
+  __device__ xsc::i64 sg_sum(xsc::i64 v) const {
+#pragma unroll
+    for (int d = kWarp / 2; d > 0; d /= 2) v += __shfl_xor_sync(0xffffffffu, v, d);
+    return v;
+  }
+
+  // Block-wide exclusive prefix sum: warp scans, then one warp scans the warp totals.
+  __device__ xsc::i64 exclusive_scan(xsc::i64 v, xsc::i64* total) const {
+    const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
+    const xsc::i64 incl = warp_inclusive_scan(v);
     if (lane == kWarp - 1) warp_sums[warp] = incl;
     __syncthreads();
     if (warp == 0) {
-      xsc::i64 w = lane < warps ? warp_sums[lane] : 0;
-#pragma unroll
-      for (int d = 1; d < kWarp; d *= 2) {
-        xsc::i64 up = __shfl_up_sync(0xffffffffu, w, d);
-        if (lane >= d) w += up;
-      }
+      const xsc::i64 w = warp_inclusive_scan(lane < warps ? warp_sums[lane] : 0);
       if (lane < warps) warp_sums[lane] = w;  // inclusive prefix over warps
     }
     __syncthreads();

@@ -11,6 +11,8 @@ SOURCES = {
     "kBatchCopyKernelSource": HERE / "batch_copy_kernel.sycl",
     "kCopyRoutineHeader": HERE.parent / "core" / "copy_routine.h",
     "kEntrySourcesHeader": HERE.parent / "core" / "entry_sources.h",
+    "kBatchJobsHeader": HERE.parent / "core" / "batch_jobs.h",
+    "kSmallBatchHeader": HERE.parent / "core" / "small_batch.h",
     "kBatchScheduleHeader": HERE.parent / "core" / "batch_schedule.h",
 }
 DELIMITER = "xsc_src"  # must not appear in the sources as )xsc_src"

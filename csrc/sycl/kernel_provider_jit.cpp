@@ -24,6 +24,8 @@ Kernels build_kernels(const sycl::context& context, sycl::device device) {
   try {
     syclexp::include_files headers("copy_routine.h", kCopyRoutineHeader);
     headers.add("entry_sources.h", kEntrySourcesHeader);
+    headers.add("batch_jobs.h", kBatchJobsHeader);
+    headers.add("small_batch.h", kSmallBatchHeader);
     headers.add("batch_schedule.h", kBatchScheduleHeader);
     auto source = syclexp::create_kernel_bundle_from_source(context, syclexp::source_language::sycl,
                                                             std::string(kBatchCopyKernelSource),

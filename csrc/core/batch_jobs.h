@@ -1,0 +1,103 @@
+// The vocabulary both schedules share (batch_schedule.h: a group per tile of entries; small_batch.h: each
+// sub-group on its own): a unit of an entry as a job, running unit totals in local memory, finding a unit's
+// entry there, cutting a unit in parts, and running a job (copy_routine.h says how bytes are copied).
+#pragma once
+
+#include "copy_routine.h"
+
+namespace xsc {
+
+#ifndef XSC_ITEMS
+#define XSC_ITEMS 8
+#endif
+constexpr int kItems = XSC_ITEMS;  // entries per work-item per scan: a group scan covers local_size * kItems
+// Timeline hook: benchmarks/cuda_timeline.cu defines it to record when each sub-group passes a point
+// (`after` is a value the point must wait for); empty everywhere else.
+#ifndef XSC_MARK
+#define XSC_MARK(point, after)
+#endif
+enum MarkPoint { kMarkScanned = 1, kMarkFirstJob = 2, kMarkUnitDone = 3 };
+
+// The running unit totals of the current tile's entries, as the group keeps them in local memory. Entry i
+// of the tile sits at position (i % kItems) * local_size + i / kItems: the work-item that scans entries
+// t * kItems .. t * kItems + kItems - 1 writes each of them next to where its neighbours write theirs, so
+// the writes meet no local-memory bank conflicts.
+struct TileEnds {
+  u64* slots;
+  i64 items;  // local_size()
+
+  XSC_FN u64& operator[](i64 i) const { return slots[(i % kItems) * items + i / kItems]; }
+};
+
+#ifndef XSC_TAIL_PARTS
+#define XSC_TAIL_PARTS 2
+#endif
+// A group's units that do not fill a round (fewer than one per sub-group) are cut in this many parts and
+// the parts dealt out evenly, so that no sub-group copies a whole unit more than its neighbours while they
+// wait at the end of the batch.
+constexpr int kTailParts = XSC_TAIL_PARTS;
+
+// What a sub-group copies next, in few registers (they bound how many work-items a compute unit holds):
+// a slice of a plain memmove as its addresses and length, any other unit as its entry and unit number.
+constexpr int kGeneralUnit = -1;
+struct Job {
+  u64 src, dst;  // a slice: its addresses; a general unit: the entry index and the unit
+  int len;       // a slice: bytes (1..kChunkBytes); kGeneralUnit; 0: nothing to copy
+};
+
+// Unit `unit` of entry `e` (whose span is `s`) as a job.
+XSC_FN Job job_of(const Span& s, i64 e, u64 unit) {
+  Job job;
+  if (s.rows == 1 && !ranges_overlap(s.src, s.dst, s.row_bytes)) {
+    const u64 off = unit * (u64)kChunkBytes;
+    const i64 rest = s.row_bytes - (i64)off;
+    job.src = s.src + off;
+    job.dst = s.dst + off;
+    job.len = rest <= 0 ? 0 : (int)(rest < kChunkBytes ? rest : kChunkBytes);
+  } else {
+    job.src = (u64)e;
+    job.dst = unit;
+    job.len = units_of(s.rows, s.row_bytes) > (i64)unit ? kGeneralUnit : 0;
+  }
+  return job;
+}
+
+// The job for unit r of the current tile (tile-relative numbering): the entry holding it is the first of
+// entries 0..last whose running total exceeds r (entries with no units share their neighbour's total).
+// `skipped` units at the start of every entry were copied before the scan and are not counted in it.
+template <class Source>
+XSC_FN Job job_at(const Source& src, const TileEnds& ends, i64 last, i64 base, u64 r, u64 skipped) {
+  i64 lo = 0, hi = last;
+  while (lo < hi) {
+    const i64 mid = (lo + hi) / 2;
+    if (ends[mid] > r) hi = mid;
+    else lo = mid + 1;
+  }
+  const u64 unit = r - (lo > 0 ? ends[lo - 1] : 0) + skipped;
+  return job_of(src.span(base + lo), base + lo, unit);
+}
+
+// Parts [lo, hi) of a unit cut in `parts` parts. A general unit (rows, or an overlapping range) is not cut:
+// the sub-group holding its part 0 copies all of it.
+XSC_FN Job parts_of(Job job, int lo, int hi, int parts) {
+  if (job.len == kGeneralUnit) {
+    if (lo != 0) job.len = 0;
+    return job;
+  }
+  const i64 part_bytes = kChunkBytes / parts;
+  const i64 begin = lo * part_bytes;
+  // The last part runs to the unit's end, whatever kChunkBytes / parts rounded away.
+  const i64 end = hi >= parts || hi * part_bytes > job.len ? job.len : hi * part_bytes;
+  job.len = end > begin ? (int)(end - begin) : 0;
+  job.src += (u64)begin;
+  job.dst += (u64)begin;
+  return job;
+}
+
+template <class G, class Source>
+XSC_FN void run_job(G& g, const Source& src, const Job& job) {
+  if (job.len > 0) sg_copy_piece(g, job.src, job.dst, job.len, false);
+  else if (job.len == kGeneralUnit) copy_unit(g, src.span((i64)job.src), (i64)job.dst);
+}
+
+}  // namespace xsc

@@ -1,0 +1,124 @@
+// The schedule of a small batch: at most sg_size * kItems entries, and fewer entries than the grid has
+// sub-groups (one request's step: 72 states on a grid of 2,112 sub-groups). Each sub-group schedules
+// itself, with no group barrier, so its first load waits for one trip to the tables and nothing else.
+//
+// 1. Direct units. Slot w (w: the sub-group's index in the grid) is unit w / n of entry w % n, for the first
+//    `slots` = subgroups / n units of every entry. A sub-group whose slot exists copies it straight from its
+//    entry's span: the bulk of the grid is copying one trip after launch, with no scan before.
+// 2. Its own scan. It then reads every entry's size (cached by now), scans the units after each entry's first
+//    `slots` in its sub-group (running totals in its own stretch of local memory) and counts the direct units
+//    of the sub-groups before it: all it needs to work out its share of the rest, which no other sub-group
+//    has to tell it.
+// 3. Its share of the rest. The remaining units are cut in kSmallParts parts and dealt out as runs of
+//    consecutive parts, sized so that direct unit plus run is as even as it can be over the grid: a
+//    sub-group that had no direct unit takes that much more.
+#pragma once
+
+#include "batch_jobs.h"
+
+namespace xsc {
+
+#ifndef XSC_SMALL_BATCH
+#define XSC_SMALL_BATCH 1  // 0 sends every batch to the group schedule (batch_schedule.h)
+#endif
+#ifndef XSC_SMALL_PARTS
+#define XSC_SMALL_PARTS 2
+#endif
+constexpr int kSmallParts = XSC_SMALL_PARTS;  // parts per remaining unit
+
+template <class G>
+XSC_FN bool fits_small_batch(const G& g, i64 n) {
+  return XSC_SMALL_BATCH && n > 0 && n <= g.sg_size() * kItems && n < g.num_groups() * g.num_sgs();
+}
+
+// The job for parts [h, end) of the remaining units, up to the end of the unit holding part h; `next` is
+// set to where the following job starts.
+template <class Source>
+XSC_FN Job small_job(const Source& src, const TileEnds& ends, i64 last, u64 slots, u64 h, u64 end, u64* next) {
+  const u64 unit = h / kSmallParts;
+  const u64 lo = h - unit * kSmallParts;
+  const u64 hi = end - h < kSmallParts - lo ? lo + (end - h) : kSmallParts;
+  *next = h + (hi - lo);
+  return parts_of(job_at(src, ends, last, 0, unit, slots), (int)lo, (int)hi, kSmallParts);
+}
+
+template <class G, class Source>
+XSC_FN void run_small_batch(G& g, const Source& src, i64 n) {
+  const i64 subgroups = g.num_groups() * g.num_sgs();
+  const i64 w = g.group_id() * g.num_sgs() + g.sg_id();
+  const i64 slots = subgroups / n;  // direct units per entry, >= 1
+
+  // 1. This sub-group's direct unit, if its slot's entry has that many units.
+  bool direct = false;
+  if (w < n * slots) {
+    const Span s = src.span(w % n);
+    direct = units_of(s.rows, s.row_bytes) > w / n;
+    if (direct) {
+      run_job(g, src, job_of(s, w % n, (u64)(w / n)));
+      XSC_MARK(kMarkUnitDone, 0);
+    }
+  }
+
+  // 2. Running totals of the units after each entry's first `slots`, entry i of the batch held by lane
+  //    i / kItems, and the direct units of all sub-groups and of those before this one (slot j < w). Slot
+  //    d * n + e of entry e comes before w = q * n + r for d < q, and for d == q when e < r.
+  const TileEnds ends = {g.scratch() + g.sg_id() * g.sg_size() * kItems, g.sg_size()};
+  const i64 first = g.sg_lane() * kItems;
+  const i64 q = w / n, r = w % n;
+  i64 u[kItems];
+  i64 sum = 0, direct_all = 0, direct_before = 0;
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    const i64 e = first + k;
+    u[k] = 0;
+    if (e < n) {
+      const Span s = src.span(e);
+      const i64 units = units_of(s.rows, s.row_bytes);
+      const i64 done = units < slots ? units : slots;  // its direct units
+      const i64 before = q + (e < r ? 1 : 0);
+      u[k] = units - done;
+      direct_all += done;
+      direct_before += done < before ? done : before;
+    }
+    sum += u[k];
+  }
+  i64 rest_units = 0;
+  u64 end = (u64)g.sg_exclusive_scan(sum, &rest_units);
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    end += (u64)u[k];
+    ends[first + k] = end;
+  }
+  direct_all = g.sg_sum(direct_all);
+  direct_before = g.sg_sum(direct_before);
+  g.sg_barrier();  // the running totals are in local memory for every lane
+  XSC_MARK(kMarkScanned, 0);
+
+  // 3. Every sub-group is to copy `target` parts in all, a direct unit counting kSmallParts: a sub-group
+  //    takes target parts of the rest, or target - kSmallParts after a direct unit (never fewer than 0).
+  //    Those counts add up to at least all the parts, so the runs, in sub-group order, cover them.
+  const u64 parts = (u64)rest_units * kSmallParts;
+  const u64 target = (parts + (u64)direct_all * kSmallParts + (u64)subgroups - 1) / (u64)subgroups;
+  const u64 after_direct = target > (u64)kSmallParts ? target - kSmallParts : 0;
+  const u64 holes_before = (u64)(w - direct_before);
+  u64 h = holes_before * target + (u64)direct_before * after_direct;
+  u64 stop = h + (direct ? after_direct : target);
+  if (stop > parts) stop = parts;
+  const i64 last = n - 1;
+  Job job = {0, 0, 0};
+  u64 h_next = h;
+  if (h < stop) job = small_job(src, ends, last, (u64)slots, h, stop, &h_next);
+  XSC_MARK(kMarkFirstJob, job.src);
+  while (h < stop) {
+    Job next = {0, 0, 0};
+    u64 h_after = h_next;
+    if (h_next < stop) next = small_job(src, ends, last, (u64)slots, h_next, stop, &h_after);
+    run_job(g, src, job);
+    XSC_MARK(kMarkUnitDone, 0);
+    job = next;
+    h = h_next;
+    h_next = h_after;
+  }
+}
+
+}  // namespace xsc
