@@ -20,7 +20,9 @@ int main() {
   CHECK(cudaGetDevice(&device));
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   int blocks = 0;
-  CHECK(xsc_cuda::prepare_launch(xsc_cuda::batch_memcpy_kernel, device, &blocks));
+  CHECK(xsc_cuda::prepare_launch(xsc_cuda::batch_memcpy_kernel<false>, device, &blocks));
+  int small_blocks = 0;
+  CHECK(xsc_cuda::prepare_launch(xsc_cuda::batch_memcpy_kernel<true>, device, &small_blocks));
   per_sm = blocks / sms;
   std::printf("variant chunk=%lld unroll=%d threads=%d min_blocks=%d items=%d -> %d blocks/SM, grid %d\n",
               (long long)xsc::kChunkBytes, xsc::kUnroll, xsc_cuda::kThreads, XSC_CUDA_MIN_BLOCKS, xsc::kItems, per_sm,
@@ -37,8 +39,13 @@ int main() {
     const auto &src = buf.src, &dst = buf.dst;
     const auto& tables = buf.tables;
     const auto& sizes_dev = buf.sizes;
+    // The kernel build the torch binding picks for this batch (batch_memcpy_cuda.cu).
+    const bool small = xsc_cuda::use_small_kernel(blocks, (long long)n);
     auto launch = [&](int k) {
-      xsc_cuda::batch_memcpy_kernel<<<blocks, xsc_cuda::kThreads, xsc_cuda::kTableBytes>>>(tables[k], tables[k] + n, sizes_dev[k], 1, (long long)n);
+      if (small)
+        xsc_cuda::batch_memcpy_kernel<true><<<small_blocks, xsc_cuda::kThreads, xsc_cuda::kTableBytes>>>(tables[k], tables[k] + n, sizes_dev[k], 1, (long long)n);
+      else
+        xsc_cuda::batch_memcpy_kernel<false><<<blocks, xsc_cuda::kThreads, xsc_cuda::kTableBytes>>>(tables[k], tables[k] + n, sizes_dev[k], 1, (long long)n);
     };
     // Verify set 0: every copied range equals its source.
     launch(0);

@@ -87,6 +87,19 @@ def test_tiles_mixing_multi_unit_empty_and_overlapping_entries(target):
     _run(batch, target.device)
 
 
+@pytest.mark.parametrize("n", [1, 2, 9, 40, 150])
+def test_few_entries_of_many_units(target, n):
+    """Fewer entries than the grid has sub-groups, most of them many copy units long, beside empty, short
+    and overlapping ones: each sub-group schedules itself there (a direct unit, then its own share of the
+    rest), and those shares must cover every byte once."""
+    rng = random.Random()
+    big = {1: 6 << 20, 2: 3 << 20, 9: 1 << 20, 40: 300 << 10, 150: 96 << 10}[n]
+    sizes = [rng.randrange(big // 2, big) if rng.random() < 0.7 else rng.choice([0, 17, 8191, 8193, 20000])
+             for _ in range(n)]
+    batch = random_batch(rng, target.device, sizes, overlap_every=4, size_dtype=torch.int64)
+    _run(batch, target.device)
+
+
 def test_state_pool_block_copy(target):
     """The realistic shape: blocks of per-layer state pools, block src -> block dst in every pool."""
     pools = [torch.randn(6, 48 * 256 // 4, device=target.device) for _ in range(4)]  # 48 KiB blocks

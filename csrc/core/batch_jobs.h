@@ -62,19 +62,29 @@ XSC_FN Job job_of(const Span& s, i64 e, u64 unit) {
   return job;
 }
 
-// The job for unit r of the current tile (tile-relative numbering): the entry holding it is the first of
-// entries 0..last whose running total exceeds r (entries with no units share their neighbour's total).
-// `skipped` units at the start of every entry were copied before the scan and are not counted in it.
-template <class Source>
-XSC_FN Job job_at(const Source& src, const TileEnds& ends, i64 last, i64 base, u64 r, u64 skipped) {
+// Where unit r of the current tile (tile-relative numbering) lies: the entry holding it is the first of
+// entries 0..last whose running total exceeds r (entries with no units share their neighbour's total), at
+// `unit` of that entry. `skipped` units at the start of every entry were copied before the scan and are not
+// counted in it.
+struct UnitPlace {
+  i64 entry;  // tile-relative
+  u64 unit;
+};
+XSC_FN UnitPlace place_of(const TileEnds& ends, i64 last, u64 r, u64 skipped) {
   i64 lo = 0, hi = last;
   while (lo < hi) {
     const i64 mid = (lo + hi) / 2;
     if (ends[mid] > r) hi = mid;
     else lo = mid + 1;
   }
-  const u64 unit = r - (lo > 0 ? ends[lo - 1] : 0) + skipped;
-  return job_of(src.span(base + lo), base + lo, unit);
+  return UnitPlace{lo, r - (lo > 0 ? ends[lo - 1] : 0) + skipped};
+}
+
+// The job for unit r of the current tile, whose entries start at `base`.
+template <class Source>
+XSC_FN Job job_at(const Source& src, const TileEnds& ends, i64 last, i64 base, u64 r, u64 skipped) {
+  const UnitPlace at = place_of(ends, last, r, skipped);
+  return job_of(src.span(base + at.entry), base + at.entry, at.unit);
 }
 
 // Parts [lo, hi) of a unit cut in `parts` parts. A general unit (rows, or an overlapping range) is not cut:

@@ -77,13 +77,9 @@ XSC_FN void copy_first_units(G& g, const Source& src, i64 n) {
   }
 }
 
-#ifndef XSC_EARLY_SIZES
-#define XSC_EARLY_SIZES 0
-#endif
-
 // Units of entries at .. at + kItems - 1 (none past n), less the `skipped` first ones of each.
 template <class Source>
-XSC_FN void tile_units(const Source& src, i64 at, i64 n, u64 skipped, i64 (&u)[kItems]) {
+XSC_FN void entry_units(const Source& src, i64 at, i64 n, u64 skipped, i64 (&u)[kItems]) {
 #pragma unroll
   for (int k = 0; k < kItems; ++k) {
     u[k] = 0;
@@ -107,10 +103,6 @@ XSC_FN void run_tiles(G& g, const Source& src, i64 n) {
   const i64 tile = g.local_size() * kItems;
   const TileEnds ends = {g.scratch(), g.local_size()};
   const u64 skipped = n >= groups * g.num_sgs() ? 1 : 0;  // units at the start of each entry copied first
-  const i64 first = g.local_id() * kItems;  // this work-item's entries of a tile: first .. first + kItems - 1
-  i64 u[kItems];                            // their units, less the first ones copied before the scan
-  // With the first-unit pass, the first tile's sizes can be read before it: their trip hides behind it.
-  if (XSC_EARLY_SIZES && skipped) tile_units(src, first, n, skipped, u);
   if (skipped) copy_first_units(g, src, n);
   // `skew` is (units of all tiles so far) % groups: the group that owns a tile's first unit. Kept up to
   // date per tile, so no 64-bit division sits between the scan and the first copy.
@@ -123,7 +115,9 @@ XSC_FN void run_tiles(G& g, const Source& src, i64 n) {
     for (i64 line = g.group_id() + g.local_id() * groups; line * kLineEntries < tile_n; line += groups * g.local_size())
       src.prefetch(g, base + line * kLineEntries);
 #endif
-    if (!(XSC_EARLY_SIZES && skipped && base == 0)) tile_units(src, base + first, n, skipped, u);
+    const i64 first = g.local_id() * kItems;  // this work-item's entries: first .. first + kItems - 1
+    i64 u[kItems];
+    entry_units(src, base + first, n, skipped, u);
     i64 sum = 0;
 #pragma unroll
     for (int k = 0; k < kItems; ++k) sum += u[k];
@@ -159,11 +153,11 @@ XSC_FN void run_tiles(G& g, const Source& src, i64 n) {
 
 // The whole batch, called by every work-item of every group. `Source` yields count() and span(i). The
 // choice depends only on the batch and the grid, so every work-item takes the same path (run_tiles has
-// group barriers).
+// group barriers). The kernels built for batches that are not small call run_tiles directly.
 template <class G, class Source>
 XSC_FN void run_batch(G& g, const Source& src) {
   const i64 n = src.count();
-  if (fits_small_batch(g, n)) run_small_batch(g, src, n);
+  if (small_batch_fits(n, g.sg_size(), g.num_groups() * g.num_sgs())) run_small_batch(g, src, n);
   else run_tiles(g, src, n);
 }
 

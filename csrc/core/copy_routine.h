@@ -20,8 +20,10 @@
 
 #if defined(__CUDACC__)
 #define XSC_FN __device__ __forceinline__
+#define XSC_HOST_FN __host__ __device__ inline  // also called by the launchers
 #else
 #define XSC_FN inline
+#define XSC_HOST_FN inline
 #endif
 
 namespace xsc {

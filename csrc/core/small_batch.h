@@ -26,20 +26,30 @@ namespace xsc {
 #endif
 constexpr int kSmallParts = XSC_SMALL_PARTS;  // parts per remaining unit
 
-template <class G>
-XSC_FN bool fits_small_batch(const G& g, i64 n) {
-  return XSC_SMALL_BATCH && n > 0 && n <= g.sg_size() * kItems && n < g.num_groups() * g.num_sgs();
+// Whether a batch of n entries takes this schedule on a grid of `subgroups` sub-groups of `sg_size`. The
+// launchers ask it too, to pick the kernel built for this schedule (each kernel's registers are then
+// allocated for its own path); run_batch asks it again on the device, so a launcher that guessed the
+// sub-group size wrong costs speed, never bytes.
+XSC_HOST_FN bool small_batch_fits(i64 n, i64 sg_size, i64 subgroups) {
+  return XSC_SMALL_BATCH && n > 0 && n <= sg_size * kItems && n < subgroups;
 }
 
-// The job for parts [h, end) of the remaining units, up to the end of the unit holding part h; `next` is
-// set to where the following job starts.
-template <class Source>
-XSC_FN Job small_job(const Source& src, const TileEnds& ends, i64 last, u64 slots, u64 h, u64 end, u64* next) {
+// Parts [h, end) of the remaining units, up to the end of the unit holding part h: its place and its parts.
+// `next` is set to where the following piece starts.
+struct SmallPiece {
+  UnitPlace at;
+  int lo, hi;
+};
+XSC_FN SmallPiece small_piece(const TileEnds& ends, i64 last, u64 slots, u64 h, u64 end, u64* next) {
   const u64 unit = h / kSmallParts;
   const u64 lo = h - unit * kSmallParts;
   const u64 hi = end - h < kSmallParts - lo ? lo + (end - h) : kSmallParts;
   *next = h + (hi - lo);
-  return parts_of(job_at(src, ends, last, 0, unit, slots), (int)lo, (int)hi, kSmallParts);
+  return SmallPiece{place_of(ends, last, unit, slots), (int)lo, (int)hi};
+}
+
+XSC_FN Job small_job(const Span& s, const SmallPiece& p) {
+  return parts_of(job_of(s, p.at.entry, p.at.unit), p.lo, p.hi, kSmallParts);
 }
 
 template <class G, class Source>
@@ -47,13 +57,16 @@ XSC_FN void run_small_batch(G& g, const Source& src, i64 n) {
   const i64 subgroups = g.num_groups() * g.num_sgs();
   const i64 w = g.group_id() * g.num_sgs() + g.sg_id();
   const i64 slots = subgroups / n;  // direct units per entry, >= 1
-
-  // 1. This sub-group's direct unit, if its slot's entry has that many units.
   bool direct = false;
-  if (w < n * slots) {
+
+  // 1. This sub-group's direct unit, if its slot's entry has that many units. It is copied before anything
+  //    else is read: a scan first, with every sub-group reading the same few lines of sizes at once, starts
+  //    the copy later than the old group scan did (docs/performance.md).
+  const bool has_slot = w < n * slots;
+  if (has_slot) {
     const Span s = src.span(w % n);
-    direct = units_of(s.rows, s.row_bytes) > w / n;
-    if (direct) {
+    if (units_of(s.rows, s.row_bytes) > w / n) {
+      direct = true;
       run_job(g, src, job_of(s, w % n, (u64)(w / n)));
       XSC_MARK(kMarkUnitDone, 0);
     }
@@ -105,19 +118,22 @@ XSC_FN void run_small_batch(G& g, const Source& src, i64 n) {
   u64 stop = h + (direct ? after_direct : target);
   if (stop > parts) stop = parts;
   const i64 last = n - 1;
-  Job job = {0, 0, 0};
+  // Each piece is found, and its span asked for, one copy ahead; its job is worked out from the span after
+  // that copy, so neither the search nor the read holds the copy up.
   u64 h_next = h;
-  if (h < stop) job = small_job(src, ends, last, (u64)slots, h, stop, &h_next);
-  XSC_MARK(kMarkFirstJob, job.src);
+  SmallPiece piece = {{0, 0}, 0, 0};
+  if (h < stop) piece = small_piece(ends, last, (u64)slots, h, stop, &h_next);
+  Span span = src.span(piece.at.entry);
+  XSC_MARK(kMarkFirstJob, span.src);
   while (h < stop) {
-    Job next = {0, 0, 0};
-    u64 h_after = h_next;
-    if (h_next < stop) next = small_job(src, ends, last, (u64)slots, h_next, stop, &h_after);
+    const Job job = small_job(span, piece);
+    h = h_next;
+    if (h < stop) {
+      piece = small_piece(ends, last, (u64)slots, h, stop, &h_next);
+      span = src.span(piece.at.entry);
+    }
     run_job(g, src, job);
     XSC_MARK(kMarkUnitDone, 0);
-    job = next;
-    h = h_next;
-    h_next = h_after;
   }
 }
 

@@ -30,8 +30,11 @@ void cuda_batch_memcpy(const at::Tensor& src_ptrs, const at::Tensor& dst_ptrs, c
   const xsc::BatchMemcpyShape shape = xsc::check_batch_memcpy_args(src_ptrs, dst_ptrs, sizes);
   if (shape.count == 0) return;
   const c10::cuda::CUDAGuard guard(src_ptrs.device());
-  const int blocks = launch_blocks(batch_memcpy_kernel, src_ptrs.device().index());
-  batch_memcpy_kernel<<<blocks, kThreads, xsc_cuda::kTableBytes, c10::cuda::getCurrentCUDAStream()>>>(
+  const int device = src_ptrs.device().index();
+  const bool small = xsc_cuda::use_small_kernel(launch_blocks(batch_memcpy_kernel<false>, device), shape.count);
+  const auto kernel = small ? batch_memcpy_kernel<true> : batch_memcpy_kernel<false>;
+  const int blocks = small ? launch_blocks(batch_memcpy_kernel<true>, device) : launch_blocks(batch_memcpy_kernel<false>, device);
+  kernel<<<blocks, kThreads, xsc_cuda::kTableBytes, c10::cuda::getCurrentCUDAStream()>>>(
       reinterpret_cast<const xsc::u64*>(src_ptrs.data_ptr()), reinterpret_cast<const xsc::u64*>(dst_ptrs.data_ptr()),
       sizes.data_ptr(), shape.sizes_are_64bit ? 1 : 0, shape.count);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -43,8 +46,12 @@ void cuda_copy_states(at::TensorList states, at::IntArrayRef kinds, const at::Te
   if (shape.requests == 0) return;
   const c10::cuda::CUDAGuard guard(states[0].device());
   const at::Tensor plan = xsc::device_state_plan(states, kinds);
-  const int blocks = launch_blocks(copy_states_kernel, states[0].device().index());
-  copy_states_kernel<<<blocks, kThreads, xsc_cuda::kTableBytes, c10::cuda::getCurrentCUDAStream()>>>(
+  const int device = states[0].device().index();
+  const xsc::i64 entries = shape.requests * shape.states;
+  const bool small = xsc_cuda::use_small_kernel(launch_blocks(copy_states_kernel<false>, device), entries);
+  const auto kernel = small ? copy_states_kernel<true> : copy_states_kernel<false>;
+  const int blocks = small ? launch_blocks(copy_states_kernel<true>, device) : launch_blocks(copy_states_kernel<false>, device);
+  kernel<<<blocks, kThreads, xsc_cuda::kTableBytes, c10::cuda::getCurrentCUDAStream()>>>(
       reinterpret_cast<const xsc::i64*>(plan.data_ptr<int64_t>()), shape.states, src_blocks.data_ptr(), dst_blocks.data_ptr(), shifts.data_ptr(),
       shape.ids_are_64bit ? 1 : 0, shape.requests);
   C10_CUDA_KERNEL_LAUNCH_CHECK();

@@ -91,24 +91,37 @@ inline cudaError_t prepare_launch(Kernel kernel, int device, int* blocks) {
   return e;
 }
 
+// Each kernel comes in two builds: Small for the batches small_batch.h schedules (it checks again and takes
+// the tile schedule otherwise), the other with the tile schedule alone, so that the registers of neither
+// path are allocated for the other's (the tile path lost 2-3 % on large batches when they shared a kernel).
+template <bool Small, class Source>
+__device__ __forceinline__ void run_kernel_body(Source& source) {
+  extern __shared__ xsc::u64 table[];  // kTableBytes, given at launch
+  __shared__ xsc::i64 warp_sums[kThreads / kWarp];
+  CudaGroup g{table, warp_sums};
+  if (Small) xsc::run_batch(g, source);
+  else xsc::run_tiles(g, source, source.count());
+}
+
+// Which build of a kernel a batch of n entries on `blocks` blocks takes.
+inline bool use_small_kernel(int blocks, long long n) {
+  return xsc::small_batch_fits(n, kWarp, (long long)blocks * (kThreads / kWarp));
+}
+
+template <bool Small>
 __global__ void __launch_bounds__(kThreads, XSC_CUDA_MIN_BLOCKS) batch_memcpy_kernel(const xsc::u64* src, const xsc::u64* dst,
                                                                  const void* sizes, int sizes_are_64bit,
                                                                  xsc::i64 n) {
-  extern __shared__ xsc::u64 table[];  // kTableBytes, given at launch
-  __shared__ xsc::i64 warp_sums[kThreads / kWarp];
-  CudaGroup g{table, warp_sums};
   xsc::PointerTableSource source{src, dst, sizes, sizes_are_64bit, n};
-  xsc::run_batch(g, source);
+  run_kernel_body<Small>(source);
 }
 
+template <bool Small>
 __global__ void __launch_bounds__(kThreads, XSC_CUDA_MIN_BLOCKS) copy_states_kernel(
     const xsc::i64* plan, xsc::i64 states, const void* src_blocks, const void* dst_blocks, const void* shifts,
     int ids_are_64bit, xsc::i64 requests) {
-  extern __shared__ xsc::u64 table[];  // kTableBytes, given at launch
-  __shared__ xsc::i64 warp_sums[kThreads / kWarp];
-  CudaGroup g{table, warp_sums};
   xsc::StatePlanSource source{plan, states, src_blocks, dst_blocks, shifts, ids_are_64bit, requests};
-  xsc::run_batch(g, source);
+  run_kernel_body<Small>(source);
 }
 
 }  // namespace xsc_cuda

@@ -32,7 +32,9 @@ Kernels build_kernels(const sycl::context& context, sycl::device device) {
                                                             syclexp::properties{headers});
     auto executable = syclexp::build(source, std::vector<sycl::device>{device});
     return Kernels{executable.ext_oneapi_get_kernel("xsc_batch_memcpy"),
-                   executable.ext_oneapi_get_kernel("xsc_copy_states")};
+                   executable.ext_oneapi_get_kernel("xsc_batch_memcpy_small"),
+                   executable.ext_oneapi_get_kernel("xsc_copy_states"),
+                   executable.ext_oneapi_get_kernel("xsc_copy_states_small")};
   } catch (const sycl::exception& e) {  // the compiler's own failure, with its log
     throw std::runtime_error(std::string("xpu_state_copy: compiling the SYCL copy kernels at run time failed; "
                                          "the build log follows (XPU_STATE_COPY_BACKEND=cpu avoids the SYCL "

@@ -1,5 +1,7 @@
 #include "launcher.h"
 
+#include "small_batch.h"
+
 #include <algorithm>
 #include <mutex>
 #include <vector>
@@ -14,11 +16,22 @@ struct Launchable {
   size_t global;  // work-items in all (resident groups x local)
 };
 
+// A kernel's two builds (launcher.h's Kernels), and what picks one for a batch: the sub-groups of the
+// small build's grid and their size, as the device reports them for that kernel.
+struct KernelPair {
+  Launchable tiles, small;
+  int64_t sg_size, subgroups;
+
+  const Launchable& for_batch(int64_t entries) const {
+    return xsc::small_batch_fits(entries, sg_size, subgroups) ? small : tiles;
+  }
+};
+
 struct CachedKernels {
   sycl::context context;
   sycl::device device;
-  Launchable batch_memcpy;
-  Launchable copy_states;
+  KernelPair batch_memcpy;
+  KernelPair copy_states;
 };
 
 std::mutex& cache_mutex() {
@@ -52,6 +65,13 @@ Launchable launchable(const sycl::device& device, const sycl::kernel& kernel) {
   return Launchable{kernel, local, local * launch_groups(device)};
 }
 
+KernelPair kernel_pair(const sycl::device& device, const sycl::kernel& tiles, const sycl::kernel& small) {
+  KernelPair p{launchable(device, tiles), launchable(device, small), 1, 0};
+  p.sg_size = std::max<int64_t>(1, small.get_info<sycl::info::kernel_device_specific::max_sub_group_size>(device));
+  p.subgroups = (int64_t)(p.small.global / std::max<size_t>(1, std::min<size_t>(p.small.local, (size_t)p.sg_size)));
+  return p;
+}
+
 // The queue's kernels, compiled (sycl-jit) or looked up (sycl-aot) at most once per context and device.
 CachedKernels prepared_for(const sycl::queue& queue) {
   const sycl::context context = queue.get_context();
@@ -61,8 +81,8 @@ CachedKernels prepared_for(const sycl::queue& queue) {
   for (const CachedKernels& c : cache())
     if (c.context == context && c.device == device) return c;
   const Kernels k = build_kernels(context, device);
-  cache().push_back(CachedKernels{context, device, launchable(device, k.batch_memcpy),
-                                  launchable(device, k.copy_states)});
+  cache().push_back(CachedKernels{context, device, kernel_pair(device, k.batch_memcpy, k.batch_memcpy_small),
+                                  kernel_pair(device, k.copy_states, k.copy_states_small)});
   return cache().back();
 }
 
@@ -80,14 +100,14 @@ sycl::event launch(sycl::queue& queue, const Launchable& l, Args... args) {
 // Argument types below match the kernels' parameters exactly: set_args copies them by value.
 sycl::event launch_batch_memcpy(sycl::queue& queue, const BatchMemcpyArgs& a) {
   if (a.count == 0) return sycl::event();
-  return launch(queue, prepared_for(queue).batch_memcpy, reinterpret_cast<const unsigned long long*>(a.src_ptrs),
+  return launch(queue, prepared_for(queue).batch_memcpy.for_batch(a.count), reinterpret_cast<const unsigned long long*>(a.src_ptrs),
                 reinterpret_cast<const unsigned long long*>(a.dst_ptrs), a.sizes, a.sizes_are_64bit ? 1 : 0,
                 (long long)a.count);
 }
 
 sycl::event launch_copy_states(sycl::queue& queue, const CopyStatesArgs& a) {
   if (a.states == 0 || a.requests == 0) return sycl::event();
-  return launch(queue, prepared_for(queue).copy_states, reinterpret_cast<const long long*>(a.plan),
+  return launch(queue, prepared_for(queue).copy_states.for_batch(a.states * a.requests), reinterpret_cast<const long long*>(a.plan),
                 (long long)a.states, a.src_blocks, a.dst_blocks, a.shifts, a.ids_are_64bit ? 1 : 0,
                 (long long)a.requests);
 }

@@ -33,9 +33,10 @@ struct CopyStatesArgs {
 sycl::event launch_batch_memcpy(sycl::queue& queue, const BatchMemcpyArgs& args);
 sycl::event launch_copy_states(sycl::queue& queue, const CopyStatesArgs& args);
 
+// Each kernel in its two builds: the tile schedule alone, and `_small` for small batches (small_batch.h).
 struct Kernels {
-  sycl::kernel batch_memcpy;
-  sycl::kernel copy_states;
+  sycl::kernel batch_memcpy, batch_memcpy_small;
+  sycl::kernel copy_states, copy_states_small;
 };
 
 // "sycl-aot" or "sycl-jit": how this library obtains its kernels.
