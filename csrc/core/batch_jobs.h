@@ -18,15 +18,23 @@ constexpr int kItems = XSC_ITEMS;  // entries per work-item per scan: a group sc
 #endif
 enum MarkPoint { kMarkScanned = 1, kMarkFirstJob = 2, kMarkUnitDone = 3 };
 
-// The running unit totals of the current tile's entries, as the group keeps them in local memory. Entry i
-// of the tile sits at position (i % kItems) * local_size + i / kItems: the work-item that scans entries
-// t * kItems .. t * kItems + kItems - 1 writes each of them next to where its neighbours write theirs, so
-// the writes meet no local-memory bank conflicts.
+// The running unit totals of the current tile's entries, as a group (or, in small_batch.h, one sub-group)
+// keeps them in local memory. Entry i of the tile sits at position (i % kItems) * items + i / kItems: the
+// work-item that scans entries t * kItems .. t * kItems + kItems - 1 writes each of them next to where its
+// neighbours write theirs, so the writes meet no local-memory bank conflicts.
 struct TileEnds {
   u64* slots;
-  i64 items;  // local_size()
+  i64 items;  // work-items that scan: local_size(), or sg_size() for a sub-group's own scan
 
   XSC_FN u64& operator[](i64 i) const { return slots[(i % kItems) * items + i / kItems]; }
+  // The running totals of entries first .. first + kItems - 1, whose units are u, after `before` units.
+  XSC_FN void put(i64 first, u64 before, const i64 (&u)[kItems]) const {
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) {
+      before += (u64)u[k];
+      (*this)[first + k] = before;
+    }
+  }
 };
 
 #ifndef XSC_TAIL_PARTS

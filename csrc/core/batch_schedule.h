@@ -122,12 +122,7 @@ XSC_FN void run_tiles(G& g, const Source& src, i64 n) {
 #pragma unroll
     for (int k = 0; k < kItems; ++k) sum += u[k];
     i64 tile_total = 0;
-    u64 end = (u64)g.exclusive_scan(sum, &tile_total);
-#pragma unroll
-    for (int k = 0; k < kItems; ++k) {
-      end += (u64)u[k];
-      ends[first + k] = end;
-    }
+    ends.put(first, (u64)g.exclusive_scan(sum, &tile_total), u);
     g.barrier();
     XSC_MARK(kMarkScanned, 0);
     // This group owns tile units (group_id - skew) mod groups, + groups, ...: see share_of for how its

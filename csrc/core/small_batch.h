@@ -96,12 +96,7 @@ XSC_FN void run_small_batch(G& g, const Source& src, i64 n) {
     sum += u[k];
   }
   i64 rest_units = 0;
-  u64 end = (u64)g.sg_exclusive_scan(sum, &rest_units);
-#pragma unroll
-  for (int k = 0; k < kItems; ++k) {
-    end += (u64)u[k];
-    ends[first + k] = end;
-  }
+  ends.put(first, (u64)g.sg_exclusive_scan(sum, &rest_units), u);
   direct_all = g.sg_sum(direct_all);
   direct_before = g.sg_sum(direct_before);
   g.sg_barrier();  // the running totals are in local memory for every lane
