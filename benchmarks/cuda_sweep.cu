@@ -22,7 +22,8 @@ int main() {
   int blocks = 0;
   CHECK(xsc_cuda::prepare_launch(xsc_cuda::batch_memcpy_kernel<false>, device, &blocks));
   int small_blocks = 0;
-  CHECK(xsc_cuda::prepare_launch(xsc_cuda::batch_memcpy_kernel<true>, device, &small_blocks));
+  CHECK(xsc_cuda::prepare_small_launch(xsc_cuda::batch_memcpy_kernel<true>, device, &small_blocks));
+  std::printf("small-batch build: %d blocks of %d\n", small_blocks, xsc_cuda::kSmallThreads);
   per_sm = blocks / sms;
   std::printf("variant chunk=%lld unroll=%d threads=%d min_blocks=%d items=%d -> %d blocks/SM, grid %d\n",
               (long long)xsc::kChunkBytes, xsc::kUnroll, xsc_cuda::kThreads, XSC_CUDA_MIN_BLOCKS, xsc::kItems, per_sm,
@@ -40,10 +41,10 @@ int main() {
     const auto& tables = buf.tables;
     const auto& sizes_dev = buf.sizes;
     // The kernel build the torch binding picks for this batch (batch_memcpy_cuda.cu).
-    const bool small = xsc_cuda::use_small_kernel(blocks, (long long)n);
+    const bool small = xsc_cuda::use_small_kernel(small_blocks, (long long)n);
     auto launch = [&](int k) {
       if (small)
-        xsc_cuda::batch_memcpy_kernel<true><<<small_blocks, xsc_cuda::kThreads, xsc_cuda::kTableBytes>>>(tables[k], tables[k] + n, sizes_dev[k], 1, (long long)n);
+        xsc_cuda::batch_memcpy_kernel<true><<<small_blocks, xsc_cuda::kSmallThreads, xsc_cuda::table_bytes(xsc_cuda::kSmallThreads)>>>(tables[k], tables[k] + n, sizes_dev[k], 1, (long long)n);
       else
         xsc_cuda::batch_memcpy_kernel<false><<<blocks, xsc_cuda::kThreads, xsc_cuda::kTableBytes>>>(tables[k], tables[k] + n, sizes_dev[k], 1, (long long)n);
     };

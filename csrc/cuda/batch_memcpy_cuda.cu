@@ -16,28 +16,39 @@ using xsc_cuda::batch_memcpy_kernel;
 using xsc_cuda::copy_states_kernel;
 using xsc_cuda::kThreads;
 
-// Resident blocks of the whole GPU: the grid is persistent, each block takes its share of units. Worked out
-// once per device and kernel (each kernel type instantiates its own cache).
-template <class Kernel>
+// The grid of a kernel build (the resident blocks of the whole GPU; see prepare_small_launch for the
+// small-batch builds), worked out once per device and build: each (Small, kernel type) pair instantiates
+// its own cache, and the two builds of a kernel share a type, hence `Small`.
+template <bool Small, class Kernel>
 int launch_blocks(Kernel kernel, int device) {
   static int cached[64] = {0};
   int& blocks = cached[device % 64];
-  if (blocks == 0) C10_CUDA_CHECK(xsc_cuda::prepare_launch(kernel, device, &blocks));
+  if (blocks == 0)
+    C10_CUDA_CHECK(Small ? xsc_cuda::prepare_small_launch(kernel, device, &blocks)
+                         : xsc_cuda::prepare_launch(kernel, device, &blocks));
   return blocks;
+}
+
+// Launches the build of a kernel (tile-only or small-batch) that a batch of `entries` takes.
+template <class Kernel, class... Args>
+void launch_build(Kernel tiles, Kernel small, int device, int64_t entries, Args... args) {
+  const int small_blocks = launch_blocks<true>(small, device);
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  if (xsc_cuda::use_small_kernel(small_blocks, entries))
+    small<<<small_blocks, xsc_cuda::kSmallThreads, xsc_cuda::table_bytes(xsc_cuda::kSmallThreads), stream>>>(args...);
+  else
+    tiles<<<launch_blocks<false>(tiles, device), kThreads, xsc_cuda::kTableBytes, stream>>>(args...);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 void cuda_batch_memcpy(const at::Tensor& src_ptrs, const at::Tensor& dst_ptrs, const at::Tensor& sizes) {
   const xsc::BatchMemcpyShape shape = xsc::check_batch_memcpy_args(src_ptrs, dst_ptrs, sizes);
   if (shape.count == 0) return;
   const c10::cuda::CUDAGuard guard(src_ptrs.device());
-  const int device = src_ptrs.device().index();
-  const bool small = xsc_cuda::use_small_kernel(launch_blocks(batch_memcpy_kernel<false>, device), shape.count);
-  const auto kernel = small ? batch_memcpy_kernel<true> : batch_memcpy_kernel<false>;
-  const int blocks = small ? launch_blocks(batch_memcpy_kernel<true>, device) : launch_blocks(batch_memcpy_kernel<false>, device);
-  kernel<<<blocks, kThreads, xsc_cuda::kTableBytes, c10::cuda::getCurrentCUDAStream()>>>(
-      reinterpret_cast<const xsc::u64*>(src_ptrs.data_ptr()), reinterpret_cast<const xsc::u64*>(dst_ptrs.data_ptr()),
-      sizes.data_ptr(), shape.sizes_are_64bit ? 1 : 0, shape.count);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  launch_build(batch_memcpy_kernel<false>, batch_memcpy_kernel<true>, src_ptrs.device().index(), shape.count,
+               reinterpret_cast<const xsc::u64*>(src_ptrs.data_ptr()),
+               reinterpret_cast<const xsc::u64*>(dst_ptrs.data_ptr()), static_cast<const void*>(sizes.data_ptr()),
+               shape.sizes_are_64bit ? 1 : 0, static_cast<xsc::i64>(shape.count));
 }
 
 void cuda_copy_states(at::TensorList states, at::IntArrayRef kinds, const at::Tensor& src_blocks,
@@ -46,15 +57,11 @@ void cuda_copy_states(at::TensorList states, at::IntArrayRef kinds, const at::Te
   if (shape.requests == 0) return;
   const c10::cuda::CUDAGuard guard(states[0].device());
   const at::Tensor plan = xsc::device_state_plan(states, kinds);
-  const int device = states[0].device().index();
-  const xsc::i64 entries = shape.requests * shape.states;
-  const bool small = xsc_cuda::use_small_kernel(launch_blocks(copy_states_kernel<false>, device), entries);
-  const auto kernel = small ? copy_states_kernel<true> : copy_states_kernel<false>;
-  const int blocks = small ? launch_blocks(copy_states_kernel<true>, device) : launch_blocks(copy_states_kernel<false>, device);
-  kernel<<<blocks, kThreads, xsc_cuda::kTableBytes, c10::cuda::getCurrentCUDAStream()>>>(
-      reinterpret_cast<const xsc::i64*>(plan.data_ptr<int64_t>()), shape.states, src_blocks.data_ptr(), dst_blocks.data_ptr(), shifts.data_ptr(),
-      shape.ids_are_64bit ? 1 : 0, shape.requests);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  launch_build(copy_states_kernel<false>, copy_states_kernel<true>, states[0].device().index(),
+               shape.requests * shape.states, reinterpret_cast<const xsc::i64*>(plan.data_ptr<int64_t>()),
+               static_cast<xsc::i64>(shape.states), static_cast<const void*>(src_blocks.data_ptr()),
+               static_cast<const void*>(dst_blocks.data_ptr()), static_cast<const void*>(shifts.data_ptr()),
+               shape.ids_are_64bit ? 1 : 0, static_cast<xsc::i64>(shape.requests));
 }
 
 }  // namespace

@@ -77,17 +77,37 @@ struct CudaGroup {
 
 // The tile's running totals live in dynamic shared memory, so that a larger tile (XSC_ITEMS) needs no code
 // change: above 48 KiB a kernel must opt in.
-constexpr size_t kTableBytes = sizeof(xsc::u64) * kThreads * xsc::kItems;
+constexpr size_t table_bytes(int threads) { return sizeof(xsc::u64) * threads * xsc::kItems; }
+constexpr size_t kTableBytes = table_bytes(kThreads);
 
-// Opts `kernel` in to kTableBytes of dynamic shared memory and sets `blocks` to how many of its blocks the
-// whole device keeps resident: the persistent grid.
+// The small-batch builds' blocks and grid: small_batch.h needs neither a group barrier nor the grid to be
+// resident, so their blocks may be smaller and the grid several resident grids deep.
+#ifndef XSC_SMALL_THREADS
+#define XSC_SMALL_THREADS 512
+#endif
+#ifndef XSC_SMALL_WAVES
+#define XSC_SMALL_WAVES 1
+#endif
+constexpr int kSmallThreads = XSC_SMALL_THREADS;
+constexpr int kSmallWaves = XSC_SMALL_WAVES;
+
+// Opts `kernel` in to the dynamic shared memory of `threads`-wide blocks and sets `blocks` to how many of
+// them the whole device keeps resident: the persistent grid.
 template <class Kernel>
-inline cudaError_t prepare_launch(Kernel kernel, int device, int* blocks) {
+inline cudaError_t prepare_launch(Kernel kernel, int device, int* blocks, int threads = kThreads) {
   int per_sm = 0, sms = 0;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kTableBytes);
-  if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, kTableBytes);
+  if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, table_bytes(threads));
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   *blocks = (per_sm > 0 ? per_sm : 1) * sms;
+  return e;
+}
+
+// The small-batch build's grid: kSmallWaves resident grids of kSmallThreads-wide blocks.
+template <class Kernel>
+inline cudaError_t prepare_small_launch(Kernel kernel, int device, int* blocks) {
+  const cudaError_t e = prepare_launch(kernel, device, blocks, kSmallThreads);
+  *blocks *= kSmallWaves;
   return e;
 }
 
@@ -103,9 +123,9 @@ __device__ __forceinline__ void run_kernel_body(Source& source) {
   else xsc::run_tiles(g, source, source.count());
 }
 
-// Which build of a kernel a batch of n entries on `blocks` blocks takes.
-inline bool use_small_kernel(int blocks, long long n) {
-  return xsc::small_batch_fits(n, kWarp, (long long)blocks * (kThreads / kWarp));
+// Whether a batch of n entries takes the small-batch build, whose grid is `small_blocks` blocks.
+inline bool use_small_kernel(int small_blocks, long long n) {
+  return xsc::small_batch_fits(n, kWarp, (long long)small_blocks * (kSmallThreads / kWarp));
 }
 
 template <bool Small>
