@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "launcher.h"
@@ -89,6 +90,26 @@ int main() {
     cursor += 512;
   }
   check(q, "3000 tiny entries", tiny, (size_t)cursor, true);
+
+  // A few entries of many copy units each, beside short, empty and overlapping ones: fewer entries than the
+  // grid has sub-groups, so each sub-group schedules itself (small_batch.h) and the small build runs.
+  for (int n : {1, 5, 40}) {
+    std::vector<Case> few;
+    cursor = 0;
+    for (int i = 0; i < n; ++i) {
+      const int64_t big = (4 << 20) / n;
+      const int64_t s = i % 5 == 4 ? (int64_t)(rng() % 3) * 8191 : big / 2 + (int64_t)(rng() % (uint64_t)(big / 2));
+      if (i % 7 == 3) {  // an in-place left shift
+        few.push_back({cursor + 100, cursor, s});
+        cursor += s + 256;
+      } else {
+        few.push_back({cursor + (int64_t)(rng() % 16), cursor + s + 64 + (int64_t)(rng() % 16), s});
+        cursor += 2 * s + 256;
+      }
+    }
+    const std::string name = std::to_string(n) + " entries of many units";
+    check(q, name.c_str(), few, (size_t)cursor, n % 2 == 1);
+  }
 
   std::printf("%d failed\n", failures);
   return failures ? 1 : 0;
