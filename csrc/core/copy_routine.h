@@ -1,11 +1,12 @@
 // The per-work-item copy logic shared by every backend: the SYCL kernel source (compiled ahead of time by
 // icpx or at run time by SYCL's kernel compiler) and the CUDA twin both include this header and only supply
-// a small "Group" adapter (ids, barriers, a group scan and one scratch array in local memory).
+// a small "Group" adapter (ids, barriers, group and sub-group scans, a sub-group sum, one scratch array in
+// local memory).
 //
 // Work model. A batch is a list of entries; entry i copies `rows` rows of `row_bytes` bytes from `src` to
 // `dst` (rows == 1 is a plain memmove of row_bytes bytes). Each entry is cut into units of about
 // kChunkBytes, so work is divided by bytes, not by entries. This header says how a sub-group copies one
-// unit; batch_schedule.h says which sub-group copies which unit.
+// unit; batch_schedule.h and small_batch.h say which sub-group copies which unit.
 //
 // Overlap. An entry whose source and destination ranges overlap (memmove) is done by a single sub-group in
 // the safe direction, with a sub-group barrier between the loads and the stores of each step. Rows of one

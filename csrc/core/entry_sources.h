@@ -19,7 +19,7 @@ struct PointerTableSource {
     i64 b = sizes_are_64bit ? ((const i64*)sizes)[i] : (i64)((const int*)sizes)[i];
     return b > 0 ? b : 0;  // negative sizes are rejected on the host where the host can see them
   }
-  // The lines holding entries i .. i + 15 of the address tables, which run_batch reads only after its scan.
+  // The lines holding entries i .. i + 15 of the address tables, which run_tiles reads only after its scan.
   template <class G>
   XSC_FN void prefetch(const G& g, i64 i) const {
     g.prefetch_line(src + i);

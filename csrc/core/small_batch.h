@@ -3,12 +3,12 @@
 // itself, with no group barrier, so its first load waits for one trip to the tables and nothing else.
 //
 // 1. Direct units. Slot w (w: the sub-group's index in the grid) is unit w / n of entry w % n, for the first
-//    `slots` = subgroups / n units of every entry. A sub-group whose slot exists copies it straight from its
-//    entry's span: the bulk of the grid is copying one trip after launch, with no scan before.
-// 2. Its own scan. It then reads every entry's size (cached by now), scans the units after each entry's first
-//    `slots` in its sub-group (running totals in its own stretch of local memory) and counts the direct units
-//    of the sub-groups before it: all it needs to work out its share of the rest, which no other sub-group
-//    has to tell it.
+//    `per_entry` = subgroups / n units of every entry. A sub-group whose slot exists copies it straight
+//    from its entry's span: the bulk of the grid is copying one trip after launch, with no scan before.
+// 2. Its own scan. It then reads every entry's size (cached by now), scans the units after each entry's
+//    first `per_entry` in its sub-group (running totals in its own stretch of local memory) and counts the
+//    direct units of the sub-groups before it: all it needs to work out its share of the rest, which no
+//    other sub-group has to tell it.
 // 3. Its share of the rest. The remaining units are cut in kSmallParts parts and dealt out as runs of
 //    consecutive parts, sized so that direct unit plus run is as even as it can be over the grid: a
 //    sub-group that had no direct unit takes that much more.
@@ -40,12 +40,12 @@ struct SmallPiece {
   UnitPlace at;
   int lo, hi;
 };
-XSC_FN SmallPiece small_piece(const TileEnds& ends, i64 last, u64 slots, u64 h, u64 end, u64* next) {
+XSC_FN SmallPiece small_piece(const TileEnds& ends, i64 last, u64 skipped, u64 h, u64 end, u64* next) {
   const u64 unit = h / kSmallParts;
   const u64 lo = h - unit * kSmallParts;
   const u64 hi = end - h < kSmallParts - lo ? lo + (end - h) : kSmallParts;
   *next = h + (hi - lo);
-  return SmallPiece{place_of(ends, last, unit, slots), (int)lo, (int)hi};
+  return SmallPiece{place_of(ends, last, unit, skipped), (int)lo, (int)hi};
 }
 
 XSC_FN Job small_job(const Span& s, const SmallPiece& p) {
@@ -56,13 +56,13 @@ template <class G, class Source>
 XSC_FN void run_small_batch(G& g, const Source& src, i64 n) {
   const i64 subgroups = g.num_groups() * g.num_sgs();
   const i64 w = g.group_id() * g.num_sgs() + g.sg_id();
-  const i64 slots = subgroups / n;  // direct units per entry, >= 1
+  const i64 per_entry = subgroups / n;  // direct units per entry, >= 1
   bool direct = false;
 
   // 1. This sub-group's direct unit, if its slot's entry has that many units. It is copied before anything
   //    else is read: a scan first, with every sub-group reading the same few lines of sizes at once, starts
   //    the copy later than the old group scan did (docs/performance.md).
-  const bool has_slot = w < n * slots;
+  const bool has_slot = w < n * per_entry;
   if (has_slot) {
     const Span s = src.span(w % n);
     if (units_of(s.rows, s.row_bytes) > w / n) {
@@ -72,7 +72,7 @@ XSC_FN void run_small_batch(G& g, const Source& src, i64 n) {
     }
   }
 
-  // 2. Running totals of the units after each entry's first `slots`, entry i of the batch held by lane
+  // 2. Running totals of the units after each entry's first `per_entry`, entry i of the batch held by lane
   //    i / kItems, and the direct units of all sub-groups and of those before this one (slot j < w). Slot
   //    d * n + e of entry e comes before w = q * n + r for d < q, and for d == q when e < r.
   const TileEnds ends = {g.scratch() + g.sg_id() * g.sg_size() * kItems, g.sg_size()};
@@ -87,7 +87,7 @@ XSC_FN void run_small_batch(G& g, const Source& src, i64 n) {
     if (e < n) {
       const Span s = src.span(e);
       const i64 units = units_of(s.rows, s.row_bytes);
-      const i64 done = units < slots ? units : slots;  // its direct units
+      const i64 done = units < per_entry ? units : per_entry;  // its direct units
       const i64 before = q + (e < r ? 1 : 0);
       u[k] = units - done;
       direct_all += done;
@@ -117,14 +117,14 @@ XSC_FN void run_small_batch(G& g, const Source& src, i64 n) {
   // that copy, so neither the search nor the read holds the copy up.
   u64 h_next = h;
   SmallPiece piece = {{0, 0}, 0, 0};
-  if (h < stop) piece = small_piece(ends, last, (u64)slots, h, stop, &h_next);
+  if (h < stop) piece = small_piece(ends, last, (u64)per_entry, h, stop, &h_next);
   Span span = src.span(piece.at.entry);
   XSC_MARK(kMarkFirstJob, span.src);
   while (h < stop) {
     const Job job = small_job(span, piece);
     h = h_next;
     if (h < stop) {
-      piece = small_piece(ends, last, (u64)slots, h, stop, &h_next);
+      piece = small_piece(ends, last, (u64)per_entry, h, stop, &h_next);
       span = src.span(piece.at.entry);
     }
     run_job(g, src, job);

@@ -90,14 +90,20 @@ constexpr size_t kTableBytes = table_bytes(kThreads);
 #endif
 constexpr int kSmallThreads = XSC_SMALL_THREADS;
 constexpr int kSmallWaves = XSC_SMALL_WAVES;
+// Whole warps (small_batch.h numbers sub-groups as if every one were full), within the launch bounds and
+// the warp_sums array that every build is compiled with.
+static_assert(kSmallThreads % 32 == 0 && kSmallThreads <= kThreads,
+              "XSC_SMALL_THREADS: a multiple of 32, at most XSC_CUDA_THREADS");
+static_assert(kSmallWaves >= 1, "XSC_SMALL_WAVES: at least 1");
 
-// Opts `kernel` in to the dynamic shared memory of `threads`-wide blocks and sets `blocks` to how many of
-// them the whole device keeps resident: the persistent grid.
+// Opts `kernel` in to kTableBytes of dynamic shared memory (enough for any block up to kThreads wide) and
+// sets `blocks` to how many `threads`-wide blocks of it the whole device keeps resident: the persistent grid.
 template <class Kernel>
 inline cudaError_t prepare_launch(Kernel kernel, int device, int* blocks, int threads = kThreads) {
   int per_sm = 0, sms = 0;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kTableBytes);
-  if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, table_bytes(threads));
+  if (e == cudaSuccess)
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, table_bytes(threads));
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   *blocks = (per_sm > 0 ? per_sm : 1) * sms;
   return e;
@@ -116,7 +122,7 @@ inline cudaError_t prepare_small_launch(Kernel kernel, int device, int* blocks) 
 // path are allocated for the other's (the tile path lost 2-3 % on large batches when they shared a kernel).
 template <bool Small, class Source>
 __device__ __forceinline__ void run_kernel_body(Source& source) {
-  extern __shared__ xsc::u64 table[];  // kTableBytes, given at launch
+  extern __shared__ xsc::u64 table[];  // table_bytes(blockDim.x), given at launch
   __shared__ xsc::i64 warp_sums[kThreads / kWarp];
   CudaGroup g{table, warp_sums};
   if (Small) xsc::run_batch(g, source);

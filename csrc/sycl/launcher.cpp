@@ -22,7 +22,7 @@ struct KernelPair {
   Launchable tiles, small;
   int64_t sg_size, subgroups;
 
-  const Launchable& for_batch(int64_t entries) const {
+  Launchable for_batch(int64_t entries) const {
     return xsc::small_batch_fits(entries, sg_size, subgroups) ? small : tiles;
   }
 };
@@ -55,7 +55,9 @@ size_t launch_groups(const sycl::device& device) {
 size_t launch_group_size(const sycl::device& device, const sycl::kernel& kernel) {
   size_t limit = kernel.get_info<sycl::info::kernel_device_specific::work_group_size>(device);
   limit = std::min(limit, device.get_info<sycl::info::device::max_work_group_size>());
-  size_t size = 512;  // the kernel's local arrays are sized for at most 512 work-items
+  // The kernel's local arrays are sized for at most 512 work-items. A power of two also keeps every
+  // sub-group whole, which small_batch.h needs (it numbers sub-groups as if each were full).
+  size_t size = 512;
   while (size > limit) size /= 2;
   return std::max<size_t>(size, 1);
 }
@@ -100,16 +102,17 @@ sycl::event launch(sycl::queue& queue, const Launchable& l, Args... args) {
 // Argument types below match the kernels' parameters exactly: set_args copies them by value.
 sycl::event launch_batch_memcpy(sycl::queue& queue, const BatchMemcpyArgs& a) {
   if (a.count == 0) return sycl::event();
-  return launch(queue, prepared_for(queue).batch_memcpy.for_batch(a.count), reinterpret_cast<const unsigned long long*>(a.src_ptrs),
+  const Launchable kernel = prepared_for(queue).batch_memcpy.for_batch(a.count);
+  return launch(queue, kernel, reinterpret_cast<const unsigned long long*>(a.src_ptrs),
                 reinterpret_cast<const unsigned long long*>(a.dst_ptrs), a.sizes, a.sizes_are_64bit ? 1 : 0,
                 (long long)a.count);
 }
 
 sycl::event launch_copy_states(sycl::queue& queue, const CopyStatesArgs& a) {
   if (a.states == 0 || a.requests == 0) return sycl::event();
-  return launch(queue, prepared_for(queue).copy_states.for_batch(a.states * a.requests), reinterpret_cast<const long long*>(a.plan),
-                (long long)a.states, a.src_blocks, a.dst_blocks, a.shifts, a.ids_are_64bit ? 1 : 0,
-                (long long)a.requests);
+  const Launchable kernel = prepared_for(queue).copy_states.for_batch(a.states * a.requests);
+  return launch(queue, kernel, reinterpret_cast<const long long*>(a.plan), (long long)a.states, a.src_blocks,
+                a.dst_blocks, a.shifts, a.ids_are_64bit ? 1 : 0, (long long)a.requests);
 }
 
 }  // namespace xsc_sycl
