@@ -70,6 +70,20 @@ XSC_FN Job job_of(const Span& s, i64 e, u64 unit) {
   return job;
 }
 
+// Units of entries at .. at + kItems - 1 (none past n), less the `skipped` first ones of each.
+template <class Source>
+XSC_FN void entry_units(const Source& src, i64 at, i64 n, u64 skipped, i64 (&u)[kItems]) {
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    u[k] = 0;
+    if (at + k < n) {
+      const Span s = src.span(at + k);
+      u[k] = units_of(s.rows, s.row_bytes) - (i64)skipped;
+      if (u[k] < 0) u[k] = 0;
+    }
+  }
+}
+
 // Where unit r of the current tile (tile-relative numbering) lies: the entry holding it is the first of
 // entries 0..last whose running total exceeds r (entries with no units share their neighbour's total), at
 // `unit` of that entry. `skipped` units at the start of every entry were copied before the scan and are not

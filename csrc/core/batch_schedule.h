@@ -77,26 +77,13 @@ XSC_FN void copy_first_units(G& g, const Source& src, i64 n) {
   }
 }
 
-// Units of entries at .. at + kItems - 1 (none past n), less the `skipped` first ones of each.
-template <class Source>
-XSC_FN void entry_units(const Source& src, i64 at, i64 n, u64 skipped, i64 (&u)[kItems]) {
-#pragma unroll
-  for (int k = 0; k < kItems; ++k) {
-    u[k] = 0;
-    if (at + k < n) {
-      const Span s = src.span(at + k);
-      u[k] = units_of(s.rows, s.row_bytes) - (i64)skipped;
-      if (u[k] < 0) u[k] = 0;
-    }
-  }
-}
-
-// The group schedule, for any batch. Unit k of the batch (numbered across all entries in order) belongs to group k % groups, so a huge entry
-// is spread over every group, many small ones are dealt out a few per group, and the units copied at one
-// moment lie close together in memory. Per tile of entries, one group scan puts each entry's running unit
-// total in g.scratch() (local_size() * kItems values); each sub-group then takes its share of the group's
-// units (share_of) and finds each unit's entry by binary search there, the next one found before the
-// current one is copied so that the search and the span's read hide behind the copy.
+// The group schedule, for any batch. Unit k of the batch (numbered across all entries in order) belongs to
+// group k % groups, so a huge entry is spread over every group, many small ones are dealt out a few per
+// group, and the units copied at one moment lie close together in memory. Per tile of entries, one group
+// scan puts each entry's running unit total in g.scratch() (local_size() * kItems values); each sub-group
+// then takes its share of the group's units (share_of) and finds each unit's entry by binary search there,
+// the next one found before the current one is copied so that the search and the span's read hide behind
+// the copy.
 template <class G, class Source>
 XSC_FN void run_tiles(G& g, const Source& src, i64 n) {
   const i64 groups = g.num_groups();

@@ -79,20 +79,15 @@ XSC_FN void run_small_batch(G& g, const Source& src, i64 n) {
   const i64 first = g.sg_lane() * kItems;
   const i64 q = w / n, r = w % n;
   i64 u[kItems];
+  entry_units(src, first, n, 0, u);
   i64 sum = 0, direct_all = 0, direct_before = 0;
 #pragma unroll
-  for (int k = 0; k < kItems; ++k) {
-    const i64 e = first + k;
-    u[k] = 0;
-    if (e < n) {
-      const Span s = src.span(e);
-      const i64 units = units_of(s.rows, s.row_bytes);
-      const i64 done = units < per_entry ? units : per_entry;  // its direct units
-      const i64 before = q + (e < r ? 1 : 0);
-      u[k] = units - done;
-      direct_all += done;
-      direct_before += done < before ? done : before;
-    }
+  for (int k = 0; k < kItems; ++k) {  // entries past n have no units, so they add nothing
+    const i64 done = u[k] < per_entry ? u[k] : per_entry;  // the entry's direct units
+    const i64 before = q + (first + k < r ? 1 : 0);
+    u[k] -= done;
+    direct_all += done;
+    direct_before += done < before ? done : before;
     sum += u[k];
   }
   i64 rest_units = 0;
