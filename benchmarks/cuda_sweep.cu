@@ -40,13 +40,10 @@ int main() {
     const auto &src = buf.src, &dst = buf.dst;
     const auto& tables = buf.tables;
     const auto& sizes_dev = buf.sizes;
-    // The kernel build the torch binding picks for this batch (batch_memcpy_cuda.cu).
-    const bool small = xsc_cuda::use_small_kernel(small_blocks, (long long)n);
-    auto launch = [&](int k) {
-      if (small)
-        xsc_cuda::batch_memcpy_kernel<true><<<small_blocks, xsc_cuda::kSmallThreads, xsc_cuda::table_bytes(xsc_cuda::kSmallThreads)>>>(tables[k], tables[k] + n, sizes_dev[k], 1, (long long)n);
-      else
-        xsc_cuda::batch_memcpy_kernel<false><<<blocks, xsc_cuda::kThreads, xsc_cuda::kTableBytes>>>(tables[k], tables[k] + n, sizes_dev[k], 1, (long long)n);
+    auto launch = [&](int k) {  // the kernel build the torch binding picks for this batch
+      xsc_cuda::launch_for_batch(xsc_cuda::batch_memcpy_kernel<false>, blocks, xsc_cuda::batch_memcpy_kernel<true>,
+                                 small_blocks, 0, (long long)n, (const xsc::u64*)tables[k],
+                                 (const xsc::u64*)tables[k] + n, (const void*)sizes_dev[k], 1, (xsc::i64)n);
     };
     // Verify set 0: every copied range equals its source.
     launch(0);

@@ -14,7 +14,6 @@ namespace {
 
 using xsc_cuda::batch_memcpy_kernel;
 using xsc_cuda::copy_states_kernel;
-using xsc_cuda::kThreads;
 
 // The grid of a kernel build (the resident blocks of the whole GPU; see prepare_small_launch for the
 // small-batch builds), worked out once per device and build: each (Small, kernel type) pair instantiates
@@ -29,15 +28,11 @@ int launch_blocks(Kernel kernel, int device) {
   return blocks;
 }
 
-// Launches the build of a kernel (tile-only or small-batch) that a batch of `entries` takes.
+// The build of a kernel that a batch of `entries` takes, on the current stream.
 template <class Kernel, class... Args>
 void launch_build(Kernel tiles, Kernel small, int device, int64_t entries, Args... args) {
-  const int small_blocks = launch_blocks<true>(small, device);
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  if (xsc_cuda::use_small_kernel(small_blocks, entries))
-    small<<<small_blocks, xsc_cuda::kSmallThreads, xsc_cuda::table_bytes(xsc_cuda::kSmallThreads), stream>>>(args...);
-  else
-    tiles<<<launch_blocks<false>(tiles, device), kThreads, xsc_cuda::kTableBytes, stream>>>(args...);
+  xsc_cuda::launch_for_batch(tiles, launch_blocks<false>(tiles, device), small, launch_blocks<true>(small, device),
+                             c10::cuda::getCurrentCUDAStream(), entries, args...);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

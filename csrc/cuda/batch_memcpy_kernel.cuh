@@ -129,9 +129,16 @@ __device__ __forceinline__ void run_kernel_body(Source& source) {
   else xsc::run_tiles(g, source, source.count());
 }
 
-// Whether a batch of n entries takes the small-batch build, whose grid is `small_blocks` blocks.
-inline bool use_small_kernel(int small_blocks, long long n) {
-  return xsc::small_batch_fits(n, kWarp, (long long)small_blocks * (kSmallThreads / kWarp));
+// Launches the build of a kernel (tile-only or small-batch) that a batch of `entries` takes, on the grids
+// prepare_launch and prepare_small_launch worked out for them. The torch binding and the sweep both call it,
+// so the sweep times what the op runs.
+template <class Kernel, class... Args>
+inline void launch_for_batch(Kernel tiles, int tile_blocks, Kernel small, int small_blocks, cudaStream_t stream,
+                             long long entries, Args... args) {
+  if (xsc::small_batch_fits(entries, kWarp, (long long)small_blocks * (kSmallThreads / kWarp)))
+    small<<<small_blocks, kSmallThreads, table_bytes(kSmallThreads), stream>>>(args...);
+  else
+    tiles<<<tile_blocks, kThreads, kTableBytes, stream>>>(args...);
 }
 
 template <bool Small>
