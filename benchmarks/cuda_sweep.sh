@@ -9,7 +9,8 @@ out=${1:-build/cuda_sweep}
 mkdir -p "$out"
 VARIANTS=${VARIANTS:-"8192:4:512:1:8 8192:4:512:1:8:XSC_SMALL_BATCH=0 8192:4:512:1:8:XSC_SMALL_PARTS=4"}
 bin_of() { echo "$out/sweep_$(echo "$1" | tr ':,=' '__-')"; }
-for v in $VARIANTS; do
+# A variant listed twice (to see run-to-run spread) is built once.
+for v in $(printf '%s\n' $VARIANTS | sort -u); do
   IFS=: read -r chunk unroll threads minb items extra <<<"$v"
   defines=()
   for d in ${extra//,/ }; do defines+=("-D$d"); done
