@@ -1,5 +1,6 @@
-// What the torch-free CUDA benchmark programs (cuda_sweep.cu, cuda_timeline.cu) share: error checks, the
-// GPU spin that queues calls back to back, the flat copy they compare with, and the four workloads.
+// What the torch-free CUDA benchmark programs (cuda_sweep.cu, cuda_timeline.cu, cuda_entry_tiles.cu) share:
+// error checks, the GPU spin that queues calls back to back, the flat copy they compare with, and the four
+// workloads.
 #pragma once
 #include <cuda_runtime.h>
 

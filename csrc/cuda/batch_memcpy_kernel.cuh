@@ -90,6 +90,10 @@ constexpr size_t kTableBytes = table_bytes(kThreads);
 #endif
 constexpr int kSmallThreads = XSC_SMALL_THREADS;
 constexpr int kSmallWaves = XSC_SMALL_WAVES;
+#ifndef XSC_SMALL_MIN_BLOCKS
+#define XSC_SMALL_MIN_BLOCKS 1
+#endif
+constexpr int kSmallMinBlocks = XSC_SMALL_MIN_BLOCKS;  // the small build's blocks per SM (launch bounds)
 // Whole warps (small_batch.h numbers sub-groups as if every one were full), within the launch bounds and
 // the warp_sums array that every build is compiled with.
 static_assert(kSmallThreads % 32 == 0 && kSmallThreads <= kThreads,
@@ -141,16 +145,21 @@ inline void launch_for_batch(Kernel tiles, int tile_blocks, Kernel small, int sm
     tiles<<<tile_blocks, kThreads, kTableBytes, stream>>>(args...);
 }
 
+// Each build's launch bounds: its block width and the blocks per SM its registers must allow.
 template <bool Small>
-__global__ void __launch_bounds__(kThreads, XSC_CUDA_MIN_BLOCKS) batch_memcpy_kernel(const xsc::u64* src, const xsc::u64* dst,
-                                                                 const void* sizes, int sizes_are_64bit,
-                                                                 xsc::i64 n) {
+constexpr int kBoundThreads = Small ? kSmallThreads : kThreads;
+template <bool Small>
+constexpr int kBoundBlocks = Small ? kSmallMinBlocks : XSC_CUDA_MIN_BLOCKS;
+
+template <bool Small>
+__global__ void __launch_bounds__(kBoundThreads<Small>, kBoundBlocks<Small>) batch_memcpy_kernel(
+    const xsc::u64* src, const xsc::u64* dst, const void* sizes, int sizes_are_64bit, xsc::i64 n) {
   xsc::PointerTableSource source{src, dst, sizes, sizes_are_64bit, n};
   run_kernel_body<Small>(source);
 }
 
 template <bool Small>
-__global__ void __launch_bounds__(kThreads, XSC_CUDA_MIN_BLOCKS) copy_states_kernel(
+__global__ void __launch_bounds__(kBoundThreads<Small>, kBoundBlocks<Small>) copy_states_kernel(
     const xsc::i64* plan, xsc::i64 states, const void* src_blocks, const void* dst_blocks, const void* shifts,
     int ids_are_64bit, xsc::i64 requests) {
   xsc::StatePlanSource source{plan, states, src_blocks, dst_blocks, shifts, ids_are_64bit, requests};
