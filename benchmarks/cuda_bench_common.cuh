@@ -1,10 +1,12 @@
 // What the torch-free CUDA benchmark programs (cuda_sweep.cu, cuda_timeline.cu, cuda_entry_tiles.cu) share:
-// error checks, the GPU spin that queues calls back to back, the flat copy they compare with, and the four
-// workloads.
+// error checks, the GPU spin that queues calls back to back, the flat copy they compare with, the four
+// workloads and their buffers, the byte check and the timing.
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <vector>
 
@@ -101,3 +103,50 @@ struct BatchBuffers {
     }
   }
 };
+
+// Runs launch(0) on buffer set 0 with its destinations poisoned (0xA5) and returns how many entries differ
+// from their source or wrote into the 256 bytes after them. Called before and after timing, so that a
+// kernel which keeps state between launches is checked too.
+template <class Launch>
+long long wrong_entries(const BatchBuffers& buf, const std::vector<long long>& entry_sizes, Launch launch) {
+  std::vector<unsigned char> hs((size_t)buf.arena), hd((size_t)buf.arena);
+  CHECK(cudaMemset(buf.dst[0], 0xA5, buf.arena));
+  launch(0);
+  CHECK(cudaDeviceSynchronize());
+  CHECK(cudaMemcpy(hs.data(), buf.src[0], hs.size(), cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(hd.data(), buf.dst[0], hd.size(), cudaMemcpyDeviceToHost));
+  long long off = 0, bad = 0;
+  for (size_t i = 0; i < buf.n; ++i) {
+    bad += std::memcmp(hs.data() + off, hd.data() + off, entry_sizes[i]) != 0;
+    for (int j = 0; j < 256; ++j) bad += hd[off + entry_sizes[i] + j] != 0xA5;
+    off += entry_sizes[i] + 256;
+  }
+  return bad;
+}
+
+// Median milliseconds of fn(set), set rotating over `sets` buffer sets. Calls are queued behind a ~2 ms
+// spin, ten at a time, so that events time back-to-back device work (as the Python benchmark does) rather
+// than launch gaps; the first ten are warm-up.
+template <class Fn>
+float median_ms(Fn fn, int sets) {
+  std::vector<float> ms;
+  std::vector<cudaEvent_t> marks(20);
+  for (cudaEvent_t& m : marks) CHECK(cudaEventCreate(&m));
+  for (int batch = 0; batch < 20; ++batch) {
+    spin<<<1, 1>>>(2000000);
+    for (int i = 0; i < 10; ++i) {
+      CHECK(cudaEventRecord(marks[2 * i]));
+      fn((batch * 10 + i) % sets);
+      CHECK(cudaEventRecord(marks[2 * i + 1]));
+    }
+    CHECK(cudaEventSynchronize(marks[19]));
+    for (int i = 0; i < 10 && batch > 0; ++i) {
+      float t;
+      CHECK(cudaEventElapsedTime(&t, marks[2 * i], marks[2 * i + 1]));
+      ms.push_back(t);
+    }
+  }
+  for (cudaEvent_t& m : marks) CHECK(cudaEventDestroy(m));
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}

@@ -7,8 +7,6 @@
 // batches where it is fair: step and tiny.
 //   nvcc -std=c++17 -O3 -arch=sm_90 -Icsrc/core -Icsrc/cuda -DET_TILES=16 -DET_MIN_BLOCKS=8 \
 //        benchmarks/cuda_entry_tiles.cu -o entry_tiles && ./entry_tiles
-#include <algorithm>
-#include <cstring>
 #include <string>
 
 #include "cuda_bench_common.cuh"
@@ -50,53 +48,18 @@ int main() {
     long long total = 0;
     for (long long s : w.sizes) total += s;
     BatchBuffers buf(w.sizes, 4);
+    const int sets = (int)buf.src.size();
     const size_t n = buf.n;
     const long long tiles = std::string(w.name) == "tiny" ? 1 : ET_TILES;
     const long long blocks = ((long long)n * tiles + kBlock / 32 - 1) / (kBlock / 32);
     auto launch = [&](int k) {
       entry_tiles<<<(unsigned)blocks, kBlock>>>(buf.tables[k], buf.tables[k] + n, buf.sizes[k], (long long)n, tiles);
     };
-    std::vector<unsigned char> hs(buf.arena), hd(buf.arena);
-    auto wrong_entries = [&]() {
-      CHECK(cudaMemset(buf.dst[0], 0xA5, buf.arena));
-      launch(0);
-      CHECK(cudaDeviceSynchronize());
-      CHECK(cudaMemcpy(hs.data(), buf.src[0], hs.size(), cudaMemcpyDeviceToHost));
-      CHECK(cudaMemcpy(hd.data(), buf.dst[0], hd.size(), cudaMemcpyDeviceToHost));
-      long long off = 0, bad = 0;
-      for (size_t i = 0; i < n; ++i) {
-        bad += std::memcmp(hs.data() + off, hd.data() + off, w.sizes[i]) != 0;
-        for (int j = 0; j < 256; ++j) bad += hd[off + w.sizes[i] + j] != 0xA5;
-        off += w.sizes[i] + 256;
-      }
-      return bad;
-    };
-    long long bad = wrong_entries();
-    auto time = [&](auto fn) {  // as cuda_sweep.cu: ten calls at a time queued behind a spin
-      std::vector<float> ms;
-      std::vector<cudaEvent_t> marks(20);
-      for (cudaEvent_t& m : marks) CHECK(cudaEventCreate(&m));
-      for (int batch = 0; batch < 20; ++batch) {
-        spin<<<1, 1>>>(2000000);
-        for (int i = 0; i < 10; ++i) {
-          CHECK(cudaEventRecord(marks[2 * i]));
-          fn((batch * 10 + i) % 4);
-          CHECK(cudaEventRecord(marks[2 * i + 1]));
-        }
-        CHECK(cudaEventSynchronize(marks[19]));
-        for (int i = 0; i < 10 && batch > 0; ++i) {
-          float t;
-          CHECK(cudaEventElapsedTime(&t, marks[2 * i], marks[2 * i + 1]));
-          ms.push_back(t);
-        }
-      }
-      for (cudaEvent_t& m : marks) CHECK(cudaEventDestroy(m));
-      std::sort(ms.begin(), ms.end());
-      return ms[ms.size() / 2];
-    };
-    const float ours = time(launch);
-    bad += wrong_entries();
-    const float roof = time([&](int k) { CHECK(cudaMemcpyAsync(buf.dst[k], buf.src[k], total, cudaMemcpyDeviceToDevice)); });
+    long long bad = wrong_entries(buf, w.sizes, launch);
+    const float ours = median_ms(launch, sets);
+    bad += wrong_entries(buf, w.sizes, launch);
+    const float roof = median_ms(
+        [&](int k) { CHECK(cudaMemcpyAsync(buf.dst[k], buf.src[k], total, cudaMemcpyDeviceToDevice)); }, sets);
     std::printf("  %-5s tiles %3lld  blocks of %d, >= %d per SM: %8.4f ms  memcpy %8.4f ms  ratio %.3f  %s\n", w.name,
                 tiles, kBlock, ET_MIN_BLOCKS, ours, roof, roof / ours, bad ? "WRONG BYTES" : "verified");
   }

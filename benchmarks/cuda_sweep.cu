@@ -4,8 +4,6 @@
 // every byte of the copy is right, and the same ratio for a plain copy of those bytes as one range with the
 // same grid and unroll ("flat": what is left to gain from scheduling alone). SWEEP_WORKLOADS="step,tiny"
 // runs only the named workloads.
-#include <algorithm>
-#include <cstring>
 #include <string>
 
 #include "cuda_bench_common.cuh"
@@ -45,54 +43,14 @@ int main() {
                                  small_blocks, 0, (long long)n, (const xsc::u64*)tables[k],
                                  (const xsc::u64*)tables[k] + n, (const void*)sizes_dev[k], 1, (xsc::i64)n);
     };
-    // Verify set 0: every copied range equals its source (and nothing past it was written). Done before the
-    // timing and again after it, so that a kernel which keeps state between launches is checked too.
-    std::vector<unsigned char> hs(total + 256 * n), hd(total + 256 * n);
-    auto wrong_entries = [&]() {
-      CHECK(cudaMemset(dst[0], 0xA5, hd.size()));
-      launch(0);
-      CHECK(cudaDeviceSynchronize());
-      CHECK(cudaMemcpy(hs.data(), src[0], hs.size(), cudaMemcpyDeviceToHost));
-      CHECK(cudaMemcpy(hd.data(), dst[0], hd.size(), cudaMemcpyDeviceToHost));
-      long long off = 0, bad = 0;
-      for (size_t i = 0; i < n; ++i) {
-        bad += std::memcmp(hs.data() + off, hd.data() + off, w.sizes[i]) != 0;
-        for (int j = 0; j < 256; ++j) bad += hd[off + w.sizes[i] + j] != 0xA5;
-        off += w.sizes[i] + 256;
-      }
-      return bad;
-    };
-    long long bad = wrong_entries();
-    // Calls are queued behind a ~2 ms spin, ten at a time, so that events time back-to-back device work
-    // (as the Python benchmark does) rather than launch gaps.
-    auto time = [&](auto fn) {
-      std::vector<float> ms;
-      std::vector<cudaEvent_t> marks(22);
-      for (cudaEvent_t& m : marks) CHECK(cudaEventCreate(&m));
-      for (int batch = 0; batch < 20; ++batch) {
-        spin<<<1, 1>>>(2000000);
-        for (int i = 0; i < 10; ++i) {
-          CHECK(cudaEventRecord(marks[2 * i]));
-          fn((batch * 10 + i) % sets);
-          CHECK(cudaEventRecord(marks[2 * i + 1]));
-        }
-        CHECK(cudaEventSynchronize(marks[19]));
-        for (int i = 0; i < 10 && batch > 0; ++i) {
-          float t;
-          CHECK(cudaEventElapsedTime(&t, marks[2 * i], marks[2 * i + 1]));
-          ms.push_back(t);
-        }
-      }
-      for (cudaEvent_t& m : marks) CHECK(cudaEventDestroy(m));
-      std::sort(ms.begin(), ms.end());
-      return ms[ms.size() / 2];
-    };
-    float ours = time(launch);
-    float flat = time([&](int k) {
+    long long bad = wrong_entries(buf, w.sizes, launch);
+    float ours = median_ms(launch, sets);
+    float flat = median_ms([&](int k) {
       flat_copy<<<blocks, xsc_cuda::kThreads>>>((const xsc::Word16*)src[k], (xsc::Word16*)dst[k], total / 16);
-    });
-    bad += wrong_entries();
-    float roof = time([&](int k) { CHECK(cudaMemcpyAsync(dst[k], src[k], total, cudaMemcpyDeviceToDevice)); });
+    }, sets);
+    bad += wrong_entries(buf, w.sizes, launch);
+    float roof =
+        median_ms([&](int k) { CHECK(cudaMemcpyAsync(dst[k], src[k], total, cudaMemcpyDeviceToDevice)); }, sets);
     std::printf("  %-7s entries %5zu  %8.1f MiB  ours %8.4f ms  memcpy %8.4f ms  ratio %.3f  (flat %.3f)  %s\n",
                 w.name, n, total / 1048576.0, ours, roof, roof / ours, roof / flat, bad ? "WRONG BYTES" : "verified");
   }
