@@ -29,7 +29,7 @@ __device__ __noinline__ void general_unit(G& g, xsc::Span s, long long unit) {
 __global__ void __launch_bounds__(kBlock, ET_MIN_BLOCKS)
     entry_tiles(const xsc::u64* src, const xsc::u64* dst, const void* sizes, long long n, long long tiles) {
   const xsc::PointerTableSource source{src, dst, sizes, 1, n};
-  xsc_cuda::CudaGroup g{nullptr, nullptr};
+  xsc_cuda::CudaGroup<> g{nullptr, nullptr};
   const long long w = (long long)blockIdx.x * (kBlock / 32) + threadIdx.x / 32;
   const long long e = w / tiles, t = w % tiles;
   if (e >= n) return;

@@ -3,7 +3,7 @@
 // time and the ratio to one cudaMemcpyAsync of the same total bytes (the roofline), after checking that
 // every byte of the copy is right, and the same ratio for a plain copy of those bytes as one range with the
 // same grid and unroll ("flat": what is left to gain from scheduling alone). SWEEP_WORKLOADS="step,tiny"
-// runs only the named workloads.
+// runs only the named workloads. After `step`, the same batch is timed through the copy_states kernel.
 #include <string>
 
 #include "cuda_bench_common.cuh"
@@ -13,7 +13,45 @@ __global__ void __launch_bounds__(xsc_cuda::kThreads, XSC_CUDA_MIN_BLOCKS)
   flat_copy_body(src, dst, words);
 }
 
+// The copy_states kernel on the batch's layout: entry i is state i of one request, copied from block 0 to
+// block 1 of a pool whose block 1 is the entry's destination (the block stride is the distance from source
+// to destination, wrapping in uint64 when the destination lies lower). Whole-block states, no shift.
+struct StatePlans {
+  std::vector<long long*> plans;
+  long long* ids;  // src block 0, dst block 1, shift 0: one request
+
+  StatePlans(const BatchBuffers& buf, const std::vector<long long>& sizes) : plans(buf.src.size()) {
+    const size_t fields = xsc::kPlanFields;
+    for (size_t k = 0; k < plans.size(); ++k) {
+      std::vector<long long> host(buf.n * fields, 0);
+      long long off = 0;
+      for (size_t i = 0; i < buf.n; ++i) {
+        long long* p = host.data() + i * fields;
+        const unsigned long long src = (unsigned long long)(buf.src[k] + off), dst = (unsigned long long)(buf.dst[k] + off);
+        p[xsc::kBase] = (long long)src;
+        p[xsc::kBlockStride] = (long long)(dst - src);
+        p[xsc::kBlocks] = 2;
+        p[xsc::kRows] = 1;
+        p[xsc::kRowBytes] = sizes[i];
+        off += sizes[i] + 256;
+      }
+      CHECK(cudaMalloc(&plans[k], host.size() * 8));
+      CHECK(cudaMemcpy(plans[k], host.data(), host.size() * 8, cudaMemcpyHostToDevice));
+    }
+    const long long host_ids[3] = {0, 1, 0};
+    CHECK(cudaMalloc(&ids, sizeof host_ids));
+    CHECK(cudaMemcpy(ids, host_ids, sizeof host_ids, cudaMemcpyHostToDevice));
+  }
+  StatePlans(const StatePlans&) = delete;  // owns device memory
+  StatePlans& operator=(const StatePlans&) = delete;
+  ~StatePlans() {
+    for (long long* p : plans) CHECK(cudaFree(p));
+    CHECK(cudaFree(ids));
+  }
+};
+
 int main() {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines out as they come, also when a time limit stops the run
   int device = 0, sms = 0, per_sm = 0;
   CHECK(cudaGetDevice(&device));
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
@@ -22,6 +60,9 @@ int main() {
   int small_blocks = 0;
   CHECK(xsc_cuda::prepare_small_launch(xsc_cuda::batch_memcpy_kernel<true>, device, &small_blocks));
   std::printf("small-batch build: %d blocks of %d\n", small_blocks, xsc_cuda::kSmallThreads);
+  int state_blocks = 0, state_small_blocks = 0;
+  CHECK(xsc_cuda::prepare_launch(xsc_cuda::copy_states_kernel<false>, device, &state_blocks));
+  CHECK(xsc_cuda::prepare_small_launch(xsc_cuda::copy_states_kernel<true>, device, &state_small_blocks));
   per_sm = blocks / sms;
   std::printf("variant chunk=%lld unroll=%d threads=%d min_blocks=%d items=%d -> %d blocks/SM, grid %d\n",
               (long long)xsc::kChunkBytes, xsc::kUnroll, xsc_cuda::kThreads, XSC_CUDA_MIN_BLOCKS, xsc::kItems, per_sm,
@@ -53,6 +94,20 @@ int main() {
         median_ms([&](int k) { CHECK(cudaMemcpyAsync(dst[k], src[k], total, cudaMemcpyDeviceToDevice)); }, sets);
     std::printf("  %-7s entries %5zu  %8.1f MiB  ours %8.4f ms  memcpy %8.4f ms  ratio %.3f  (flat %.3f)  %s\n",
                 w.name, n, total / 1048576.0, ours, roof, roof / ours, roof / flat, bad ? "WRONG BYTES" : "verified");
+    if (std::string(w.name) != "step") continue;
+    // The same batch through copy_states (one request of n whole-block states): its own build and registers.
+    StatePlans states(buf, w.sizes);
+    auto launch_states = [&](int k) {
+      xsc_cuda::launch_for_batch(xsc_cuda::copy_states_kernel<false>, state_blocks,
+                                 xsc_cuda::copy_states_kernel<true>, state_small_blocks, 0, (long long)n,
+                                 (const xsc::i64*)states.plans[k], (xsc::i64)n, (const void*)states.ids,
+                                 (const void*)(states.ids + 1), (const void*)(states.ids + 2), 1, (xsc::i64)1);
+    };
+    long long bad_states = wrong_entries(buf, w.sizes, launch_states);
+    const float ms_states = median_ms(launch_states, sets);
+    bad_states += wrong_entries(buf, w.sizes, launch_states);
+    std::printf("  %-7s entries %5zu  %8.1f MiB  ours %8.4f ms  memcpy %8.4f ms  ratio %.3f  (copy_states)  %s\n",
+                "states", n, total / 1048576.0, ms_states, roof, roof / ms_states, bad_states ? "WRONG BYTES" : "verified");
   }
   return 0;
 }

@@ -19,7 +19,8 @@ for v in $(printf '%s\n' $VARIANTS | sort -u); do
        benchmarks/cuda_sweep.cu -o "$(bin_of "$v")" &
 done
 wait
+# Each run under a time limit, so that a variant which hangs is reported and the others still run.
 for v in $VARIANTS; do
   echo "== $v"
-  "$(bin_of "$v")"
+  timeout "${SWEEP_TIMEOUT:-120}" "$(bin_of "$v")" || echo "!! $v failed or timed out (exit $?)"
 done

@@ -46,7 +46,7 @@ __global__ void __launch_bounds__(xsc_cuda::kThreads, XSC_CUDA_MIN_BLOCKS)
   mark(0, 0);
   extern __shared__ xsc::u64 table[];
   __shared__ xsc::i64 warp_sums[xsc_cuda::kThreads / 32];
-  xsc_cuda::CudaGroup g{table, warp_sums};
+  xsc_cuda::CudaGroup<> g{table, warp_sums};
   xsc::run_batch(g, xsc::PointerTableSource{src, dst, sizes, 1, n});
 }
 

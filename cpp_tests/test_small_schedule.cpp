@@ -26,6 +26,7 @@ struct SubgroupState {
 
 // The Group adapter small_batch.h needs, for lane `lane` of sub-group `sg` of group `group`.
 struct HostLane {
+  static constexpr int kUnroll16 = kSmallUnroll16;  // as the kernels' small-batch builds
   SubgroupState* sg_state;
   i64 groups, sgs, group, sg, lane;
   u64* local;

@@ -14,12 +14,6 @@ namespace xsc {
 #endif
 constexpr i64 kLineEntries = 16;  // 8-byte table entries per 128-byte line
 
-// a / b without a 64-bit division in the common case (both fit in 32 bits): it sits before the first copy.
-XSC_FN u64 quotient(u64 a, u64 b) {
-  if ((a | b) >> 32) return a / b;
-  return (u64)((unsigned)a / (unsigned)b);
-}
-
 // The units one sub-group copies in a tile, in order: whole units `first`, `first + stride`, ... while
 // every sub-group has one (`whole` of them), then its even share of the parts of the units left over.
 struct SubgroupShare {

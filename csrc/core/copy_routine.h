@@ -36,8 +36,22 @@ typedef long long i64;
 #define XSC_UNROLL 4
 #endif
 
+#ifndef XSC_SMALL_UNROLL16
+#define XSC_SMALL_UNROLL16 8
+#endif
+#ifndef XSC_STATES_SMALL_UNROLL16
+#define XSC_STATES_SMALL_UNROLL16 4
+#endif
+
 constexpr i64 kChunkBytes = XSC_CHUNK_BYTES;
 constexpr int kUnroll = XSC_UNROLL;  // independent loads in flight per work-item before its stores
+// The same for 16-byte loads in the small-batch builds (small_batch.h). Each sub-group there copies only
+// two or three units, so a unit taken in fewer round trips to memory ends the batch sooner; in the tile
+// builds, which stream long runs of units, 8 loads lost to 4 (docs/performance.md). The Group adapter
+// says which applies: G::kUnroll16.
+constexpr int kSmallUnroll16 = XSC_SMALL_UNROLL16;
+// copy_states' small-batch builds keep 4: their spans take more registers, and with 8 loads they spill.
+constexpr int kStatesSmallUnroll16 = XSC_STATES_SMALL_UNROLL16;
 
 struct alignas(16) Word16 {
   u64 lo, hi;
@@ -51,8 +65,16 @@ struct Span {
   u64 src_stride, dst_stride;  // bytes between rows
 };
 
+// a / b without a 64-bit division in the common case (both fit in 32 bits). A GPU has no 64-bit divide:
+// each one is a routine of about a hundred instructions, and the scans run them for every entry (with
+// copy_states' spans, where entry i is request i / states, they cost `step` 5 % on an H200).
+XSC_FN u64 quotient(u64 a, u64 b) {
+  if ((a | b) >> 32) return a / b;
+  return (u64)((unsigned)a / (unsigned)b);
+}
+
 XSC_FN i64 rows_per_unit(i64 row_bytes) {
-  i64 r = kChunkBytes / (row_bytes > 0 ? row_bytes : 1);
+  i64 r = (i64)quotient((u64)kChunkBytes, (u64)(row_bytes > 0 ? row_bytes : 1));
   return r > 0 ? r : 1;
 }
 
@@ -61,7 +83,7 @@ XSC_FN i64 units_of(i64 rows, i64 row_bytes) {
   if (rows <= 0 || row_bytes <= 0) return 0;
   if (rows == 1) return (row_bytes + kChunkBytes - 1) / kChunkBytes;
   i64 rpu = rows_per_unit(row_bytes);
-  return (rows + rpu - 1) / rpu;
+  return (i64)quotient((u64)(rows + rpu - 1), (u64)rpu);
 }
 
 // Widest access (1..16 bytes) that keeps both sides aligned once the destination is aligned.
@@ -88,20 +110,21 @@ XSC_FN void sg_copy_words(G& g, u64 src, u64 dst, int count, bool ordered) {
   W* d = (W*)dst;
   const int lanes = (int)g.sg_size();
   const int lane = (int)g.sg_lane();
-  const int step = lanes * kUnroll;
+  constexpr int unroll = sizeof(W) == 16 ? G::kUnroll16 : kUnroll;
+  const int step = lanes * unroll;
   const bool backward = ordered && dst > src;
   const int steps = (count + step - 1) / step;
   for (int n = 0; n < steps; ++n) {
     const int base = (backward ? steps - 1 - n : n) * step;
-    W v[kUnroll];
+    W v[unroll];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < unroll; ++u) {
       int i = base + u * lanes + lane;
       if (i < count) v[u] = s[i];
     }
     if (ordered) g.sg_barrier();
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < unroll; ++u) {
       int i = base + u * lanes + lane;
       if (i < count) d[i] = v[u];
     }

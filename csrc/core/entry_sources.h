@@ -61,7 +61,7 @@ struct StatePlanSource {
   // at the start of the destination. Whole-block states have token_bytes 0, so the shift is ignored. A
   // negative or out-of-range block id, a negative shift or one that leaves nothing yields an empty span.
   XSC_FN Span span(i64 i) const {
-    const i64 r = i / states, j = i % states;
+    const i64 r = (i64)quotient((u64)i, (u64)states), j = i - r * states;
     const i64* p = plan + j * kPlanFields;
     const i64 sb = id(src_blocks, r), db = id(dst_blocks, r), shift = id(shifts, r);
     const i64 shift_bytes = shift * p[kTokenBytes];

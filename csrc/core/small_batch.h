@@ -56,7 +56,8 @@ template <class G, class Source>
 XSC_FN void run_small_batch(G& g, const Source& src, i64 n) {
   const i64 subgroups = g.num_groups() * g.num_sgs();
   const i64 w = g.group_id() * g.num_sgs() + g.sg_id();
-  const i64 per_entry = subgroups / n;  // direct units per entry, >= 1
+  const i64 per_entry = (i64)quotient((u64)subgroups, (u64)n);  // direct units per entry, >= 1
+  const i64 q = (i64)quotient((u64)w, (u64)n), r = w - q * n;  // this sub-group's slot: unit q of entry r
   bool direct = false;
 
   // 1. This sub-group's direct unit, if its slot's entry has that many units. It is copied before anything
@@ -64,10 +65,10 @@ XSC_FN void run_small_batch(G& g, const Source& src, i64 n) {
   //    the copy later than the old group scan did (docs/performance.md).
   const bool has_slot = w < n * per_entry;
   if (has_slot) {
-    const Span s = src.span(w % n);
-    if (units_of(s.rows, s.row_bytes) > w / n) {
+    const Span s = src.span(r);
+    if (units_of(s.rows, s.row_bytes) > q) {
       direct = true;
-      run_job(g, src, job_of(s, w % n, (u64)(w / n)));
+      run_job(g, src, job_of(s, r, (u64)q));
       XSC_MARK(kMarkUnitDone, 0);
     }
   }
@@ -77,7 +78,6 @@ XSC_FN void run_small_batch(G& g, const Source& src, i64 n) {
   //    d * n + e of entry e comes before w = q * n + r for d < q, and for d == q when e < r.
   const TileEnds ends = {g.scratch() + g.sg_id() * g.sg_size() * kItems, g.sg_size()};
   const i64 first = g.sg_lane() * kItems;
-  const i64 q = w / n, r = w % n;
   i64 u[kItems];
   entry_units(src, first, n, 0, u);
   i64 sum = 0, direct_all = 0, direct_before = 0;
@@ -101,7 +101,7 @@ XSC_FN void run_small_batch(G& g, const Source& src, i64 n) {
   //    takes target parts of the rest, or target - kSmallParts after a direct unit (never fewer than 0).
   //    Those counts add up to at least all the parts, so the runs, in sub-group order, cover them.
   const u64 parts = (u64)rest_units * kSmallParts;
-  const u64 target = (parts + (u64)direct_all * kSmallParts + (u64)subgroups - 1) / (u64)subgroups;
+  const u64 target = quotient(parts + (u64)direct_all * kSmallParts + (u64)subgroups - 1, (u64)subgroups);
   const u64 after_direct = target > (u64)kSmallParts ? target - kSmallParts : 0;
   const u64 holes_before = (u64)(w - direct_before);
   u64 h = holes_before * target + (u64)direct_before * after_direct;

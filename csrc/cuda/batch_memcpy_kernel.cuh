@@ -18,7 +18,9 @@ namespace xsc_cuda {
 constexpr int kThreads = XSC_CUDA_THREADS;
 constexpr int kWarp = 32;
 
+template <int Unroll16 = xsc::kUnroll>  // 16-byte loads in flight per work-item (copy_routine.h)
 struct CudaGroup {
+  static constexpr int kUnroll16 = Unroll16;
   xsc::u64* table;
   xsc::i64* warp_sums;  // kThreads / kWarp partial sums for the group scan
 
@@ -124,11 +126,12 @@ inline cudaError_t prepare_small_launch(Kernel kernel, int device, int* blocks) 
 // Each kernel comes in two builds: Small for the batches small_batch.h schedules (it checks again and takes
 // the tile schedule otherwise), the other with the tile schedule alone, so that the registers of neither
 // path are allocated for the other's (the tile path lost 2-3 % on large batches when they shared a kernel).
-template <bool Small, class Source>
+// SmallUnroll16: the 16-byte loads in flight of the Small build (copy_routine.h); the other keeps kUnroll.
+template <bool Small, int SmallUnroll16, class Source>
 __device__ __forceinline__ void run_kernel_body(Source& source) {
   extern __shared__ xsc::u64 table[];  // table_bytes(blockDim.x), given at launch
   __shared__ xsc::i64 warp_sums[kThreads / kWarp];
-  CudaGroup g{table, warp_sums};
+  CudaGroup<Small ? SmallUnroll16 : xsc::kUnroll> g{table, warp_sums};
   if (Small) xsc::run_batch(g, source);
   else xsc::run_tiles(g, source, source.count());
 }
@@ -155,7 +158,7 @@ template <bool Small>
 __global__ void __launch_bounds__(kBoundThreads<Small>, kBoundBlocks<Small>) batch_memcpy_kernel(
     const xsc::u64* src, const xsc::u64* dst, const void* sizes, int sizes_are_64bit, xsc::i64 n) {
   xsc::PointerTableSource source{src, dst, sizes, sizes_are_64bit, n};
-  run_kernel_body<Small>(source);
+  run_kernel_body<Small, xsc::kSmallUnroll16>(source);
 }
 
 template <bool Small>
@@ -163,7 +166,7 @@ __global__ void __launch_bounds__(kBoundThreads<Small>, kBoundBlocks<Small>) cop
     const xsc::i64* plan, xsc::i64 states, const void* src_blocks, const void* dst_blocks, const void* shifts,
     int ids_are_64bit, xsc::i64 requests) {
   xsc::StatePlanSource source{plan, states, src_blocks, dst_blocks, shifts, ids_are_64bit, requests};
-  run_kernel_body<Small>(source);
+  run_kernel_body<Small, xsc::kStatesSmallUnroll16>(source);
 }
 
 }  // namespace xsc_cuda
