@@ -66,8 +66,9 @@ struct Span {
 };
 
 // a / b without a 64-bit division in the common case (both fit in 32 bits). A GPU has no 64-bit divide:
-// each one is a routine of about a hundred instructions, and the scans run them for every entry (with
-// copy_states' spans, where entry i is request i / states, they cost `step` 5 % on an H200).
+// each one is a routine of about a hundred instructions, and the scans run them for every entry
+// (copy_states on `step`, whose spans divide by the state count: 0.711 of the roofline with them, 0.746
+// with none, on an H200).
 XSC_FN u64 quotient(u64 a, u64 b) {
   if ((a | b) >> 32) return a / b;
   return (u64)((unsigned)a / (unsigned)b);
