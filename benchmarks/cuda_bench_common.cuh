@@ -150,3 +150,14 @@ float median_ms(Fn fn, int sets) {
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
 }
+
+// median_ms of `launch` with its bytes checked by wrong_entries before and after the timing; `bad` gets
+// the wrong entries of both checks.
+template <class Launch>
+float checked_median_ms(const BatchBuffers& buf, const std::vector<long long>& entry_sizes, Launch launch,
+                        long long* bad) {
+  *bad = wrong_entries(buf, entry_sizes, launch);
+  const float ms = median_ms(launch, (int)buf.src.size());
+  *bad += wrong_entries(buf, entry_sizes, launch);
+  return ms;
+}

@@ -55,9 +55,8 @@ int main() {
     auto launch = [&](int k) {
       entry_tiles<<<(unsigned)blocks, kBlock>>>(buf.tables[k], buf.tables[k] + n, buf.sizes[k], (long long)n, tiles);
     };
-    long long bad = wrong_entries(buf, w.sizes, launch);
-    const float ours = median_ms(launch, sets);
-    bad += wrong_entries(buf, w.sizes, launch);
+    long long bad = 0;
+    const float ours = checked_median_ms(buf, w.sizes, launch, &bad);
     const float roof = median_ms(
         [&](int k) { CHECK(cudaMemcpyAsync(buf.dst[k], buf.src[k], total, cudaMemcpyDeviceToDevice)); }, sets);
     std::printf("  %-5s tiles %3lld  blocks of %d, >= %d per SM: %8.4f ms  memcpy %8.4f ms  ratio %.3f  %s\n", w.name,

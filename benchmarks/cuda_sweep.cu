@@ -84,12 +84,11 @@ int main() {
                                  small_blocks, 0, (long long)n, (const xsc::u64*)tables[k],
                                  (const xsc::u64*)tables[k] + n, (const void*)sizes_dev[k], 1, (xsc::i64)n);
     };
-    long long bad = wrong_entries(buf, w.sizes, launch);
-    float ours = median_ms(launch, sets);
+    long long bad = 0;
+    float ours = checked_median_ms(buf, w.sizes, launch, &bad);
     float flat = median_ms([&](int k) {
       flat_copy<<<blocks, xsc_cuda::kThreads>>>((const xsc::Word16*)src[k], (xsc::Word16*)dst[k], total / 16);
     }, sets);
-    bad += wrong_entries(buf, w.sizes, launch);
     float roof =
         median_ms([&](int k) { CHECK(cudaMemcpyAsync(dst[k], src[k], total, cudaMemcpyDeviceToDevice)); }, sets);
     std::printf("  %-7s entries %5zu  %8.1f MiB  ours %8.4f ms  memcpy %8.4f ms  ratio %.3f  (flat %.3f)  %s\n",
@@ -103,9 +102,8 @@ int main() {
                                  (const xsc::i64*)states.plans[k], (xsc::i64)n, (const void*)states.ids,
                                  (const void*)(states.ids + 1), (const void*)(states.ids + 2), 1, (xsc::i64)1);
     };
-    long long bad_states = wrong_entries(buf, w.sizes, launch_states);
-    const float ms_states = median_ms(launch_states, sets);
-    bad_states += wrong_entries(buf, w.sizes, launch_states);
+    long long bad_states = 0;
+    const float ms_states = checked_median_ms(buf, w.sizes, launch_states, &bad_states);
     std::printf("  %-7s entries %5zu  %8.1f MiB  ours %8.4f ms  memcpy %8.4f ms  ratio %.3f  (copy_states)  %s\n",
                 "states", n, total / 1048576.0, ms_states, roof, roof / ms_states, bad_states ? "WRONG BYTES" : "verified");
   }
