@@ -36,6 +36,26 @@ __device__ __forceinline__ void flat_copy_body(const xsc::Word16* src, xsc::Word
   }
 }
 
+// The flat copy, but every work-item first reads three 8-byte values (zero) from `zeros` and adds them to
+// its addresses: warp w reads slot w of three tables, as the batch kernel's sub-group w reads entry w of the
+// source, destination and size tables before its first load. What the tables' round trip alone costs.
+__device__ __forceinline__ void flat_after_table_body(const xsc::Word16* src, xsc::Word16* dst, long long words,
+                                                      const unsigned long long* zeros) {
+  const long long warps = (long long)gridDim.x * blockDim.x / 32;
+  const long long w = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  const unsigned long long z = zeros[w] + zeros[warps + w] + zeros[2 * warps + w];
+  flat_copy_body(src + z, dst + z, words);
+}
+
+// Reads `words` 8-byte values at p, which leaves them in L2: the tables as a host copy that just wrote them
+// would leave them (vLLM builds its tables for each call).
+__global__ void touch_words(const unsigned long long* p, long long words, unsigned long long* sink) {
+  unsigned long long acc = 0;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < words; i += (long long)gridDim.x * blockDim.x)
+    acc ^= p[i];
+  if (acc == 0x9e3779b97f4a7c15ull) *sink = acc;  // never true for these tables; keeps the loads
+}
+
 // Keeps the GPU busy for `cycles` so that the host can queue the calls to time behind it.
 __global__ void spin(long long cycles) {
   const long long t0 = clock64();
@@ -126,15 +146,20 @@ long long wrong_entries(const BatchBuffers& buf, const std::vector<long long>& e
 
 // Median milliseconds of fn(set), set rotating over `sets` buffer sets. Calls are queued behind a ~2 ms
 // spin, ten at a time, so that events time back-to-back device work (as the Python benchmark does) rather
-// than launch gaps; the first ten are warm-up.
-template <class Fn>
-float median_ms(Fn fn, int sets) {
+// than launch gaps; the first ten are warm-up. before(set), if given, is queued ahead of each call's start
+// event: it runs right before the call, untimed.
+struct NothingBefore {
+  void operator()(int) const {}
+};
+template <class Fn, class Before = NothingBefore>
+float median_ms(Fn fn, int sets, Before before = Before()) {
   std::vector<float> ms;
   std::vector<cudaEvent_t> marks(20);
   for (cudaEvent_t& m : marks) CHECK(cudaEventCreate(&m));
   for (int batch = 0; batch < 20; ++batch) {
     spin<<<1, 1>>>(2000000);
     for (int i = 0; i < 10; ++i) {
+      before((batch * 10 + i) % sets);
       CHECK(cudaEventRecord(marks[2 * i]));
       fn((batch * 10 + i) % sets);
       CHECK(cudaEventRecord(marks[2 * i + 1]));

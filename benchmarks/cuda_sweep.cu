@@ -4,6 +4,8 @@
 // every byte of the copy is right, and the same ratio for a plain copy of those bytes as one range with the
 // same grid and unroll ("flat": what is left to gain from scheduling alone). SWEEP_WORKLOADS="step,tiny"
 // runs only the named workloads. After `step`, the same batch is timed through the copy_states kernel.
+// A second line per workload says what the tables' round trip costs: the flat copy after a read of three
+// tables (flat_after_table_body), and both kernels with their tables in L2 (read just before each call).
 #include <string>
 
 #include "cuda_bench_common.cuh"
@@ -50,6 +52,28 @@ struct StatePlans {
   }
 };
 
+__global__ void __launch_bounds__(xsc_cuda::kThreads, XSC_CUDA_MIN_BLOCKS)
+    flat_after_table(const xsc::Word16* src, xsc::Word16* dst, long long words, const unsigned long long* zeros) {
+  flat_after_table_body(src, dst, words, zeros);
+}
+
+// Per buffer set, three tables of one zero per warp of the grid, for flat_after_table.
+struct ZeroTables {
+  std::vector<unsigned long long*> sets;
+  long long words;
+  ZeroTables(int count, long long warps) : sets(count), words(3 * warps) {
+    for (unsigned long long*& z : sets) {
+      CHECK(cudaMalloc(&z, words * 8));
+      CHECK(cudaMemset(z, 0, words * 8));
+    }
+  }
+  ZeroTables(const ZeroTables&) = delete;  // owns device memory
+  ZeroTables& operator=(const ZeroTables&) = delete;
+  ~ZeroTables() {
+    for (unsigned long long* z : sets) CHECK(cudaFree(z));
+  }
+};
+
 int main() {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines out as they come, also when a time limit stops the run
   int device = 0, sms = 0, per_sm = 0;
@@ -93,6 +117,23 @@ int main() {
         median_ms([&](int k) { CHECK(cudaMemcpyAsync(dst[k], src[k], total, cudaMemcpyDeviceToDevice)); }, sets);
     std::printf("  %-7s entries %5zu  %8.1f MiB  ours %8.4f ms  memcpy %8.4f ms  ratio %.3f  (flat %.3f)  %s\n",
                 w.name, n, total / 1048576.0, ours, roof, roof / ours, roof / flat, bad ? "WRONG BYTES" : "verified");
+    unsigned long long* sink = nullptr;
+    CHECK(cudaMalloc(&sink, 8));
+    const ZeroTables zeros(sets, (long long)blocks * xsc_cuda::kThreads / 32);
+    auto flat_table = [&](int k) {
+      flat_after_table<<<blocks, xsc_cuda::kThreads>>>((const xsc::Word16*)src[k], (xsc::Word16*)dst[k], total / 16,
+                                                       zeros.sets[k]);
+    };
+    auto touch_zeros = [&](int k) { touch_words<<<64, 256>>>(zeros.sets[k], zeros.words, sink); };
+    auto touch_tables = [&](int k) {
+      touch_words<<<64, 256>>>(tables[k], 2 * (long long)n, sink);
+      touch_words<<<64, 256>>>((const unsigned long long*)sizes_dev[k], (long long)n, sink);
+    };
+    const float flat_cold = median_ms(flat_table, sets), flat_warm = median_ms(flat_table, sets, touch_zeros);
+    const float ours_warm = median_ms(launch, sets, touch_tables);
+    std::printf("  %-7s tables: flat after a table read %.3f (tables in L2 %.3f); ours, tables in L2 %.3f\n", w.name,
+                roof / flat_cold, roof / flat_warm, roof / ours_warm);
+    CHECK(cudaFree(sink));
     if (std::string(w.name) != "step") continue;
     // The same batch through copy_states (one request of n whole-block states): its own build and registers.
     StatePlans states(buf, w.sizes);

@@ -2,7 +2,8 @@
 # Builds benchmarks/cuda_sweep.cu once per tuning variant and runs each (CUDA machine with nvcc).
 # Usage: benchmarks/cuda_sweep.sh [OUTDIR]
 #   VARIANTS="chunk:unroll:threads:minblocks:items[:NAME=VALUE,NAME=VALUE] ..." overrides the list; the
-#   optional last field passes more -D flags, e.g. 8192:4:512:1:8:XSC_SMALL_BATCH=0.
+#   optional last field passes more -D flags, e.g. 8192:4:512:1:8:XSC_SMALL_BATCH=0; in it, I=DIR searches
+#   DIR for the kernel headers before csrc/core (an older copy of them, timed in the same call).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-build/cuda_sweep}
@@ -12,9 +13,11 @@ bin_of() { echo "$out/sweep_$(echo "$1" | tr ':,=' '__-')"; }
 # A variant listed twice (to see run-to-run spread) is built once.
 for v in $(printf '%s\n' $VARIANTS | sort -u); do
   IFS=: read -r chunk unroll threads minb items extra <<<"$v"
-  defines=()
-  for d in ${extra//,/ }; do defines+=("-D$d"); done
-  nvcc -std=c++17 -O3 -arch=sm_90 -Icsrc/core -Icsrc/cuda -DXSC_CHUNK_BYTES="$chunk" -DXSC_UNROLL="$unroll" \
+  defines=() includes=()
+  for d in ${extra//,/ }; do
+    if [[ $d == I=* ]]; then includes+=("-I${d#I=}"); else defines+=("-D$d"); fi
+  done
+  nvcc -std=c++17 -O3 -arch=sm_90 "${includes[@]}" -Icsrc/core -Icsrc/cuda -DXSC_CHUNK_BYTES="$chunk" -DXSC_UNROLL="$unroll" \
        -DXSC_CUDA_THREADS="$threads" -DXSC_CUDA_MIN_BLOCKS="$minb" -DXSC_ITEMS="$items" "${defines[@]}" \
        benchmarks/cuda_sweep.cu -o "$(bin_of "$v")" &
 done

@@ -3,6 +3,7 @@
 # against the machine's torch, the whole test suite on CUDA tensors, and the benchmark against its peers.
 # Results go to $OUT (default build/device). Stages: STAGES="sweep timeline build test bench" (default: all
 # but timeline). TIMELINE_DEFINES="XSC_SMALL_BATCH=0 ..." times one launch per listed -D set ("-": none).
+# Stage entry_tiles runs benchmarks/cuda_entry_tiles.cu once per ENTRY_TILES="tiles:min_blocks:loads ...".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-build/device}
@@ -24,6 +25,15 @@ if has timeline; then
     nvcc -std=c++17 -O3 -arch=sm_90 -Icsrc/core -Icsrc/cuda "${flags[@]}" benchmarks/cuda_timeline.cu -o "$bin" \
       && { echo "-- timeline $d"; "$bin"; }
   done 2>&1 | tee "$OUT/timeline.txt"
+fi
+if has entry_tiles; then
+  echo "== entry_tiles"; mkdir -p build
+  for v in ${ENTRY_TILES:-"16:4:4"}; do
+    IFS=: read -r tiles minb loads <<<"$v"
+    bin="build/entry_tiles_${tiles}_${minb}_${loads}"
+    nvcc -std=c++17 -O3 -arch=sm_90 -Icsrc/core -Icsrc/cuda -DET_TILES="$tiles" -DET_MIN_BLOCKS="$minb" \
+      -DET_UNROLL16="$loads" benchmarks/cuda_entry_tiles.cu -o "$bin" && "$bin"
+  done 2>&1 | tee "$OUT/entry_tiles.txt"
 fi
 if has build; then
   echo "== build"

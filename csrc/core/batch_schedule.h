@@ -102,6 +102,9 @@ XSC_FN void run_tiles(G& g, const Source& src, i64 n) {
     i64 sum = 0;
 #pragma unroll
     for (int k = 0; k < kItems; ++k) sum += u[k];
+    // After the first-unit pass a tile often has nothing left (4096 entries of 4 KiB). One group vote says
+    // so for a fraction of what the scan, its barriers and its lookups cost (tiny: docs/performance.md).
+    if (skipped && !g.any(sum > 0)) continue;  // no running totals written: the next tile needs no barrier
     i64 tile_total = 0;
     ends.put(first, (u64)g.exclusive_scan(sum, &tile_total), u);
     g.barrier();
