@@ -87,6 +87,18 @@ def test_tiles_mixing_multi_unit_empty_and_overlapping_entries(target):
     _run(batch, target.device)
 
 
+def test_tiles_left_empty_by_the_first_units_between_tiles_with_more(target):
+    """More entries than the grid has sub-groups, so each entry's first unit is copied before any scan, and
+    every tile whose entries were all one unit long is skipped by a group vote. Runs of multi-unit entries
+    near entries 3000 and 8300 put tiles with units left before and after such skipped tiles (at 4096 or
+    2048 entries per tile), so the units carried over a skipped tile must still be dealt out right."""
+    rng = random.Random()
+    multi = set(range(3000, 3100)) | set(range(8300, 8400))
+    sizes = [rng.randrange(8193, 40000) if i in multi else rng.randrange(1, 8193) for i in range(9000)]
+    batch = random_batch(rng, target.device, sizes, size_dtype=torch.int64)
+    _run(batch, target.device)
+
+
 @pytest.mark.parametrize("n", [1, 2, 9, 40, 150])
 def test_few_entries_of_many_units(target, n):
     """Fewer entries than the grid has sub-groups, most of them many copy units long, beside empty, short
