@@ -36,26 +36,6 @@ __device__ __forceinline__ void flat_copy_body(const xsc::Word16* src, xsc::Word
   }
 }
 
-// The flat copy, but every work-item first reads three 8-byte values (zero) from `zeros` and adds them to
-// its addresses: warp w reads slot w of three tables, as the batch kernel's sub-group w reads entry w of the
-// source, destination and size tables before its first load. What the tables' round trip alone costs.
-__device__ __forceinline__ void flat_after_table_body(const xsc::Word16* src, xsc::Word16* dst, long long words,
-                                                      const unsigned long long* zeros) {
-  const long long warps = (long long)gridDim.x * blockDim.x / 32;
-  const long long w = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-  const unsigned long long z = zeros[w] + zeros[warps + w] + zeros[2 * warps + w];
-  flat_copy_body(src + z, dst + z, words);
-}
-
-// Reads `words` 8-byte values at p, which leaves them in L2: the tables as a host copy that just wrote them
-// would leave them (vLLM builds its tables for each call).
-__global__ void touch_words(const unsigned long long* p, long long words, unsigned long long* sink) {
-  unsigned long long acc = 0;
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < words; i += (long long)gridDim.x * blockDim.x)
-    acc ^= p[i];
-  if (acc == 0x9e3779b97f4a7c15ull) *sink = acc;  // never true for these tables; keeps the loads
-}
-
 // Keeps the GPU busy for `cycles` so that the host can queue the calls to time behind it.
 __global__ void spin(long long cycles) {
   const long long t0 = clock64();
@@ -164,6 +144,7 @@ float median_ms(Fn fn, int sets, Before before = Before()) {
       fn((batch * 10 + i) % sets);
       CHECK(cudaEventRecord(marks[2 * i + 1]));
     }
+    CHECK(cudaGetLastError());  // the launches fn and before made
     CHECK(cudaEventSynchronize(marks[19]));
     for (int i = 0; i < 10 && batch > 0; ++i) {
       float t;

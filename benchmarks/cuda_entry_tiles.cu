@@ -62,8 +62,9 @@ int main() {
     const float ours = checked_median_ms(buf, w.sizes, launch, &bad);
     const float roof = median_ms(
         [&](int k) { CHECK(cudaMemcpyAsync(buf.dst[k], buf.src[k], total, cudaMemcpyDeviceToDevice)); }, sets);
-    std::printf("  %-5s tiles %3lld  loads %d  blocks of %d, >= %d per SM: %8.4f ms  memcpy %8.4f ms  ratio %.3f  %s\n", w.name,
-                tiles, ET_UNROLL16, kBlock, ET_MIN_BLOCKS, ours, roof, roof / ours, bad ? "WRONG BYTES" : "verified");
+    std::printf("  %-5s tiles %3lld  loads %d  blocks of %d, >= %d per SM: %8.4f ms  memcpy %8.4f ms  ratio %.3f  %s\n",
+                w.name, tiles, ET_UNROLL16, kBlock, ET_MIN_BLOCKS, ours, roof, roof / ours,
+                bad ? "WRONG BYTES" : "verified");
   }
   return 0;
 }

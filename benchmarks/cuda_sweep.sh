@@ -9,19 +9,22 @@ cd "$(dirname "$0")/.."
 out=${1:-build/cuda_sweep}
 mkdir -p "$out"
 VARIANTS=${VARIANTS:-"8192:4:512:1:8 8192:4:512:1:8:XSC_SMALL_BATCH=0 8192:4:512:1:8:XSC_SMALL_PARTS=4"}
-bin_of() { echo "$out/sweep_$(echo "$1" | tr ':,=' '__-')"; }
+bin_of() { echo "$out/sweep_$(echo "$1" | tr ':,/=' '___-')"; }
 # A variant listed twice (to see run-to-run spread) is built once.
+builds=()
 for v in $(printf '%s\n' $VARIANTS | sort -u); do
   IFS=: read -r chunk unroll threads minb items extra <<<"$v"
   defines=() includes=()
   for d in ${extra//,/ }; do
     if [[ $d == I=* ]]; then includes+=("-I${d#I=}"); else defines+=("-D$d"); fi
   done
-  nvcc -std=c++17 -O3 -arch=sm_90 "${includes[@]}" -Icsrc/core -Icsrc/cuda -DXSC_CHUNK_BYTES="$chunk" -DXSC_UNROLL="$unroll" \
-       -DXSC_CUDA_THREADS="$threads" -DXSC_CUDA_MIN_BLOCKS="$minb" -DXSC_ITEMS="$items" "${defines[@]}" \
+  nvcc -std=c++17 -O3 -arch=sm_90 "${includes[@]}" -Icsrc/core -Icsrc/cuda \
+       -DXSC_CHUNK_BYTES="$chunk" -DXSC_UNROLL="$unroll" -DXSC_CUDA_THREADS="$threads" \
+       -DXSC_CUDA_MIN_BLOCKS="$minb" -DXSC_ITEMS="$items" "${defines[@]}" \
        benchmarks/cuda_sweep.cu -o "$(bin_of "$v")" &
+  builds+=($!)
 done
-wait
+for b in "${builds[@]}"; do wait "$b"; done  # set -e: a variant that does not build stops the sweep
 # Each run under a time limit, so that a variant which hangs is reported and the others still run.
 for v in $VARIANTS; do
   echo "== $v"

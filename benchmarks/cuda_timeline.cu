@@ -2,7 +2,8 @@
 // when its first job is known, after its first and last unit, and its unit count, through the XSC_MARK
 // hook of batch_schedule.h. Also the same for a flat copy of the same bytes with the same grid, and the
 // gap between a one-thread kernel before and after each launch. With several tiles (more than 4096
-// entries), "scanned" and "first job known" are those of the last tile. Torch-free; on a CUDA GPU:
+// entries), "scanned" and "first job known" are those of the last tile that was scanned; a batch whose
+// every tile a group vote skips (4096 one-unit entries) records neither. Torch-free; on a CUDA GPU:
 //   nvcc -std=c++17 -O3 -arch=sm_90 -Icsrc/core -Icsrc/cuda benchmarks/cuda_timeline.cu -o timeline && ./timeline
 #include <algorithm>
 #include <string>

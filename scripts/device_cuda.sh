@@ -30,6 +30,7 @@ if has entry_tiles; then
   echo "== entry_tiles"; mkdir -p build
   for v in ${ENTRY_TILES:-"16:4:4"}; do
     IFS=: read -r tiles minb loads <<<"$v"
+    minb=${minb:-4} loads=${loads:-4}
     bin="build/entry_tiles_${tiles}_${minb}_${loads}"
     nvcc -std=c++17 -O3 -arch=sm_90 -Icsrc/core -Icsrc/cuda -DET_TILES="$tiles" -DET_MIN_BLOCKS="$minb" \
       -DET_UNROLL16="$loads" benchmarks/cuda_entry_tiles.cu -o "$bin" && "$bin"

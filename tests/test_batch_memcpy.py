@@ -88,14 +88,17 @@ def test_tiles_mixing_multi_unit_empty_and_overlapping_entries(target):
 
 
 def test_tiles_left_empty_by_the_first_units_between_tiles_with_more(target):
-    """More entries than the grid has sub-groups, so each entry's first unit is copied before any scan, and
-    every tile whose entries were all one unit long is skipped by a group vote. Runs of multi-unit entries
-    near entries 3000 and 8300 put tiles with units left before and after such skipped tiles (at 4096 or
-    2048 entries per tile), so the units carried over a skipped tile must still be dealt out right."""
+    """More entries than the grid has sub-groups (70,000: more than a large CPU's or the H200's grid), so
+    each entry's first unit is copied before any scan, and a tile whose entries were all one unit long is
+    skipped by a group vote. Runs of multi-unit entries near entries 3000, 30000 and 69000 put tiles with
+    units left before and between such skipped tiles (at 1024 - 8192 entries per tile), so the units
+    carried over a skipped tile must still be dealt out right; empty entries and in-place shifts sit in
+    every tile."""
     rng = random.Random()
-    multi = set(range(3000, 3100)) | set(range(8300, 8400))
-    sizes = [rng.randrange(8193, 40000) if i in multi else rng.randrange(1, 8193) for i in range(9000)]
-    batch = random_batch(rng, target.device, sizes, size_dtype=torch.int64)
+    multi = set(range(3000, 3100)) | set(range(30000, 30050)) | set(range(69000, 69100))
+    sizes = [rng.randrange(8193, 40000) if i in multi else rng.choice([0, rng.randrange(1, 300)])
+             for i in range(70000)]
+    batch = random_batch(rng, target.device, sizes, overlap_every=37, size_dtype=torch.int64)
     _run(batch, target.device)
 
 

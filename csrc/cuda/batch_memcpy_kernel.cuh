@@ -34,7 +34,7 @@ struct CudaGroup {
   __device__ xsc::i64 sg_size() const { return kWarp; }
   __device__ void barrier() const { __syncthreads(); }
   __device__ void sg_barrier() const { __syncwarp(); }
-  // Whether p holds for any work-item of the group; a group barrier.
+  // Whether p holds for any work-item of the group: a group function, reached by every work-item.
   __device__ bool any(bool p) const { return __syncthreads_or(p) != 0; }
   __device__ xsc::u64* scratch() const { return table; }
   // The 128-byte line at p into L2, without waiting for it.
