@@ -13,6 +13,7 @@ mkdir -p "$OUT"
 PY=${PY:-python3}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 has() { [[ " $STAGES " == *" $1 "* ]]; }
+nvcc_bench=(nvcc -std=c++17 -O3 -arch=sm_90 -Icsrc/core -Icsrc/cuda)  # the torch-free benchmark programs
 if has sweep; then
   echo "== sweep"; bash benchmarks/cuda_sweep.sh build/cuda_sweep 2>&1 | tee "$OUT/sweep.txt"
 fi
@@ -22,7 +23,7 @@ if has timeline; then
     flags=()
     [ "$d" = "-" ] || for f in ${d//,/ }; do flags+=("-D$f"); done
     bin="build/timeline_$(echo "$d" | tr ',=' '_-')"
-    nvcc -std=c++17 -O3 -arch=sm_90 -Icsrc/core -Icsrc/cuda "${flags[@]}" benchmarks/cuda_timeline.cu -o "$bin" \
+    "${nvcc_bench[@]}" "${flags[@]}" benchmarks/cuda_timeline.cu -o "$bin" \
       && { echo "-- timeline $d"; "$bin"; }
   done 2>&1 | tee "$OUT/timeline.txt"
 fi
@@ -32,8 +33,8 @@ if has entry_tiles; then
     IFS=: read -r tiles minb loads <<<"$v"
     minb=${minb:-4} loads=${loads:-4}
     bin="build/entry_tiles_${tiles}_${minb}_${loads}"
-    nvcc -std=c++17 -O3 -arch=sm_90 -Icsrc/core -Icsrc/cuda -DET_TILES="$tiles" -DET_MIN_BLOCKS="$minb" \
-      -DET_UNROLL16="$loads" benchmarks/cuda_entry_tiles.cu -o "$bin" && "$bin"
+    "${nvcc_bench[@]}" -DET_TILES="$tiles" -DET_MIN_BLOCKS="$minb" -DET_UNROLL16="$loads" \
+      benchmarks/cuda_entry_tiles.cu -o "$bin" && "$bin"
   done 2>&1 | tee "$OUT/entry_tiles.txt"
 fi
 if has build; then
