@@ -102,6 +102,21 @@ def test_tiles_left_empty_by_the_first_units_between_tiles_with_more(target):
     _run(batch, target.device)
 
 
+@pytest.mark.parametrize("lone", [7, 8, 1023, 4095])
+def test_first_tile_with_one_entry_of_two_units(target, lone):
+    """The first tile's vote is taken on size words each work-item read during its last first unit. One
+    entry of two units among 70,000 of at most one (exactly one unit beside empty and short ones) must stop
+    that tile's skip wherever it sits: a work-item's last or first entry, a tile's last at 1024 or 4096
+    entries per tile (every 41st entry, from entry 0, is an in-place shift, copied whole with its first
+    unit). 32-bit sizes for two of the four, which the words are read from as they are."""
+    rng = random.Random()
+    sizes = [rng.choice([0, 8192, rng.randrange(1, 300)]) for _ in range(70000)]
+    sizes[lone] = rng.randrange(8193, 16385)
+    batch = random_batch(rng, target.device, sizes, overlap_every=41,
+                         size_dtype=torch.int32 if lone % 2 else torch.int64)
+    _run(batch, target.device)
+
+
 @pytest.mark.parametrize("n", [1, 2, 9, 40, 150])
 def test_few_entries_of_many_units(target, n):
     """Fewer entries than the grid has sub-groups, most of them many copy units long, beside empty, short

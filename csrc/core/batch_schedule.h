@@ -56,15 +56,22 @@ XSC_FN Job share_job(const Source& src, const TileEnds& ends, i64 last, i64 base
 // Unit 0 of entries w, w + subgroups, ... (w: the calling sub-group's index in the grid), straight from the
 // tables: no scan needed. Used when entries outnumber sub-groups, so that every sub-group starts copying one
 // trip to the tables after launch instead of after the scan and a lookup; the scan then deals out the other
-// units.
+// units. Before its last copy each work-item also asks for the size words of its entries at .. at + kItems - 1
+// (of the first tile, for the vote that follows), so that they arrive while the copy runs.
 template <class G, class Source>
-XSC_FN void copy_first_units(G& g, const Source& src, i64 n) {
+XSC_FN void copy_first_units(G& g, const Source& src, i64 n, i64 at, i64 (&words)[kItems]) {
   const i64 subgroups = g.num_groups() * g.num_sgs();
   const i64 w = g.group_id() * g.num_sgs() + g.sg_id();
   Job job = job_of(src.span(w), w, 0);
   for (i64 e = w; e < n; e += subgroups) {
     Job next = {0, 0, 0};
-    if (e + subgroups < n) next = job_of(src.span(e + subgroups), e + subgroups, 0);
+    if (e + subgroups < n) {
+      next = job_of(src.span(e + subgroups), e + subgroups, 0);
+    } else {
+#pragma unroll
+      for (int k = 0; k < kItems; ++k)
+        if (at + k < n) words[k] = src.size_word(at + k);
+    }
     run_job(g, src, job);
     XSC_MARK(kMarkUnitDone, 0);
     job = next;
@@ -84,11 +91,25 @@ XSC_FN void run_tiles(G& g, const Source& src, i64 n) {
   const i64 tile = g.local_size() * kItems;
   const TileEnds ends = {g.scratch(), g.local_size()};
   const u64 skipped = n >= groups * g.num_sgs() ? 1 : 0;  // units at the start of each entry copied first
-  if (skipped) copy_first_units(g, src, n);
+  i64 from = 0;  // the first tile that may have units left
+  if (skipped) {
+    // After the first-unit pass a tile often has nothing left (4096 entries of 4 KiB). One group vote says
+    // so for a fraction of what the scan, its barriers and its lookups cost (tiny: docs/performance.md); for
+    // the first tile it votes on size words read during the last copy, so no trip to memory comes after it.
+    const i64 at = g.local_id() * kItems;
+    i64 words[kItems];
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) words[k] = 0;
+    copy_first_units(g, src, n, at, words);
+    bool left = false;
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) left = left || (at + k < n && src.units_of_word(words[k]) > 1);
+    if (!g.any(left)) from = tile;  // every group votes alike, so every group skips it (skew stays 0)
+  }
   // `skew` is (units of all tiles so far) % groups: the group that owns a tile's first unit. Kept up to
   // date per tile, so no 64-bit division sits between the scan and the first copy.
   i64 skew = 0;
-  for (i64 base = 0; base < n; base += tile) {
+  for (i64 base = from; base < n; base += tile) {
     const i64 tile_n = n - base < tile ? n - base : tile;
 #if XSC_PREFETCH
     // Ask for the tile's table lines now, so that the lookups after the scan find them in the cache: each
@@ -102,8 +123,7 @@ XSC_FN void run_tiles(G& g, const Source& src, i64 n) {
     i64 sum = 0;
 #pragma unroll
     for (int k = 0; k < kItems; ++k) sum += u[k];
-    // After the first-unit pass a tile often has nothing left (4096 entries of 4 KiB). One group vote says
-    // so for a fraction of what the scan, its barriers and its lookups cost (tiny: docs/performance.md).
+    // The vote again for the later tiles (their sizes read just now).
     if (skipped && !g.any(sum > 0)) continue;  // no running totals written: the next tile needs no barrier
     i64 tile_total = 0;
     ends.put(first, (u64)g.exclusive_scan(sum, &tile_total), u);

@@ -25,6 +25,13 @@ struct PointerTableSource {
     g.prefetch_line(src + i);
     g.prefetch_line(dst + i);
   }
+  // Entry i's size as loaded, with no arithmetic on it yet, and its units from that word: run_tiles reads
+  // the words of its first tile while a copy is in flight and only works out the units after it, so that
+  // nothing waits for the load in between.
+  XSC_FN i64 size_word(i64 i) const {
+    return sizes_are_64bit ? ((const i64*)sizes)[i] : (i64)((const int*)sizes)[i];
+  }
+  XSC_FN i64 units_of_word(i64 word) const { return units_of(1, word); }
   XSC_FN Span span(i64 i) const {
     Span s;
     s.src = src[i];
@@ -54,6 +61,13 @@ struct StatePlanSource {
   // Nothing to ask for early: the scan's size reads already read everything span() reads.
   template <class G>
   XSC_FN void prefetch(const G&, i64) const {}
+  // A size takes loads and a division here, so the word is the entry's index and nothing is read ahead
+  // (see PointerTableSource::size_word).
+  XSC_FN i64 size_word(i64 i) const { return i; }
+  XSC_FN i64 units_of_word(i64 i) const {
+    const Span s = span(i);
+    return units_of(s.rows, s.row_bytes);
+  }
   XSC_FN i64 id(const void* table, i64 r) const {
     return ids_are_64bit ? ((const i64*)table)[r] : (i64)((const int*)table)[r];
   }
