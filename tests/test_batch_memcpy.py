@@ -102,18 +102,21 @@ def test_tiles_left_empty_by_the_first_units_between_tiles_with_more(target):
     _run(batch, target.device)
 
 
-@pytest.mark.parametrize("lone", [7, 8, 1023, 4095])
-def test_first_tile_with_one_entry_of_two_units(target, lone):
+@pytest.mark.parametrize("n, lone, size_dtype", [
+    (70000, 7, torch.int32), (70000, 8, torch.int64), (70000, 1023, torch.int64), (70000, 4095, torch.int32),
+    (3000, 2999, torch.int64), (2200, 1500, torch.int32)])
+def test_first_tile_with_one_entry_of_two_units(target, n, lone, size_dtype):
     """The first tile's vote is taken on size words each work-item read during its last first unit. One
-    entry of two units among 70,000 of at most one (exactly one unit beside empty and short ones) must stop
-    that tile's skip wherever it sits: a work-item's last or first entry, a tile's last at 1024 or 4096
-    entries per tile (every 41st entry, from entry 0, is an in-place shift, copied whole with its first
-    unit). 32-bit sizes for two of the four, which the words are read from as they are."""
+    entry of two units among n of at most one (exactly one unit beside empty and short ones) must stop that
+    tile's skip wherever it sits: a work-item's last or first entry, a tile's last at 1024 or 4096 entries
+    per tile, the batch's last. With 3000 or 2200 entries the batch is one tile (4096 entries on 512-wide
+    groups) and, on a grid of 2112 sub-groups, some sub-groups copy two first units and the rest one.
+    Every 41st entry longer than a byte is an in-place shift (at most one unit, copied whole with its
+    first). The words are read from int32 and int64 sizes as they are."""
     rng = random.Random()
-    sizes = [rng.choice([0, 8192, rng.randrange(1, 300)]) for _ in range(70000)]
+    sizes = [rng.choice([0, 8192, rng.randrange(1, 300)]) for _ in range(n)]
     sizes[lone] = rng.randrange(8193, 16385)
-    batch = random_batch(rng, target.device, sizes, overlap_every=41,
-                         size_dtype=torch.int32 if lone % 2 else torch.int64)
+    batch = random_batch(rng, target.device, sizes, overlap_every=41, size_dtype=size_dtype)
     _run(batch, target.device)
 
 
