@@ -124,8 +124,9 @@ XSC_FN void run_tiles(G& g, const Source& src, i64 n) {
     i64 sum = 0;
 #pragma unroll
     for (int k = 0; k < kItems; ++k) sum += u[k];
-    // The vote again for the later tiles (their sizes read just now).
-    if (skipped && !g.any(sum > 0)) continue;  // no running totals written: the next tile needs no barrier
+    // The vote for the later tiles, on their sizes read just now (the first tile's came before the loop,
+    // which reaches it only when it has units left).
+    if (skipped && base > 0 && !g.any(sum > 0)) continue;  // no running totals written: no barrier owed
     i64 tile_total = 0;
     ends.put(first, (u64)g.exclusive_scan(sum, &tile_total), u);
     g.barrier();

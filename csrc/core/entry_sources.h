@@ -15,10 +15,6 @@ struct PointerTableSource {
   i64 n;
 
   XSC_FN i64 count() const { return n; }
-  XSC_FN i64 bytes(i64 i) const {
-    i64 b = sizes_are_64bit ? ((const i64*)sizes)[i] : (i64)((const int*)sizes)[i];
-    return b > 0 ? b : 0;  // negative sizes are rejected on the host where the host can see them
-  }
   // The lines holding entries i .. i + 15 of the address tables, which run_tiles reads only after its scan.
   template <class G>
   XSC_FN void prefetch(const G& g, i64 i) const {
@@ -32,6 +28,10 @@ struct PointerTableSource {
     return sizes_are_64bit ? ((const i64*)sizes)[i] : (i64)((const int*)sizes)[i];
   }
   XSC_FN i64 units_of_word(i64 word) const { return units_of(1, word); }
+  XSC_FN i64 bytes(i64 i) const {
+    const i64 b = size_word(i);
+    return b > 0 ? b : 0;  // negative sizes are rejected on the host where the host can see them
+  }
   XSC_FN Span span(i64 i) const {
     Span s;
     s.src = src[i];
