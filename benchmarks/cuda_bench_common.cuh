@@ -43,10 +43,32 @@ __global__ void spin(long long cycles) {
   }
 }
 
+// `layers` per-layer pools whose blocks are `bytes` long; each request copies one block per pool.
+struct Term {
+  int layers;
+  long long bytes;
+  int requests;
+};
+
 struct Workload {
   const char* name;
   std::vector<long long> sizes;
+  // Empty: the entries lie in two arenas, 256 bytes apart. Else the layout of `xpu-state-copy bench`: per
+  // term, `layers` pools of 2 x sets blocks side by side, each entry a random block to another random
+  // block of its pool, entries in request order, then pool order.
+  std::vector<Term> pools;
+  bool sizes32 = false;  // int32 size table, as vLLM passes it (else int64)
 };
+
+inline Workload pool_workload(const char* name, const std::vector<Term>& terms) {
+  Workload w{name, {}, terms, true};
+  int requests = 0;
+  for (const Term& t : terms) requests = std::max(requests, t.requests);
+  for (int r = 0; r < requests; ++r)
+    for (const Term& t : terms)
+      if (r < t.requests) w.sizes.insert(w.sizes.end(), t.layers, t.bytes);
+  return w;
+}
 
 // The four workloads of `xpu-state-copy bench`, at full size.
 inline std::vector<Workload> workloads() {
@@ -54,50 +76,120 @@ inline std::vector<Workload> workloads() {
   step.insert(step.end(), 36, 1 << 20);
   for (int r = 0; r < 16; ++r) step16.insert(step16.end(), step.begin(), step.end());
   mixed.insert(mixed.end(), 1000, 8192);
-  return {{"step", step}, {"step16", step16}, {"tiny", std::vector<long long>(4096, 4096)}, {"mixed", mixed}};
+  return {{"step", step, {}}, {"step16", step16, {}}, {"tiny", std::vector<long long>(4096, 4096), {}},
+          {"mixed", mixed, {}}};
 }
 
-// `count` sets of one batch's device buffers, rotated so that the working set does not sit in the 50 MB L2:
-// source and destination arenas with the entries 256 bytes apart (16-byte aligned, as pool blocks are),
-// the address tables (sources, then destinations) and the sizes. Sources hold a pattern, destinations 0xA5.
+// `step` and `tiny` in the bench's pool layout (Workload::pools), with int32 sizes. Same bytes as in the arena
+// layout; in the 2026-12-01 sweeps our kernel's times here matched the bench's (docs/performance.md).
+inline std::vector<Workload> pool_workloads() {
+  return {pool_workload("step_p", {{36, 48 << 10, 1}, {36, 1 << 20, 1}}), pool_workload("tiny_p", {{1, 4096, 4096}})};
+}
+
+// `count` sets of one batch's device buffers, rotated so that the working set does not sit in the 50 MB L2.
+// src[k] and dst[k] are `total` contiguous bytes each (what the flat copy and cudaMemcpyAsync copy); the
+// entries of set k copy tables[k] (sources, then destinations) by sizes[k], inside `regions` (the two
+// arenas of each set, or the pools all sets share). Sources hold a pattern, the rest 0xA5.
 struct BatchBuffers {
   size_t n;
   long long total = 0;  // bytes the batch copies
-  long long arena;      // bytes of each arena
+  bool sizes64;
   std::vector<unsigned char*> src, dst;
   std::vector<unsigned long long*> tables;
-  std::vector<long long*> sizes;
+  std::vector<void*> sizes;
+  std::vector<std::vector<unsigned long long>> host_tables;
+  std::vector<std::pair<unsigned char*, long long>> regions;  // every byte a launch may write, and its sources
+  std::vector<unsigned char*> owned;
 
-  BatchBuffers(const std::vector<long long>& entry_sizes, int count)
-      : n(entry_sizes.size()), src(count), dst(count), tables(count), sizes(count) {
-    for (long long s : entry_sizes) total += s;
-    arena = total + 256 * (long long)n;
-    for (int k = 0; k < count; ++k) {
-      CHECK(cudaMalloc(&src[k], arena));
-      CHECK(cudaMalloc(&dst[k], arena));
-      std::vector<unsigned long long> host(2 * n);
-      long long off = 0;
-      for (size_t i = 0; i < n; ++i) {
-        host[i] = (unsigned long long)(src[k] + off);
-        host[n + i] = (unsigned long long)(dst[k] + off);
-        off += entry_sizes[i] + 256;
+  unsigned char* alloc(long long bytes, int fill) {
+    unsigned char* p = nullptr;
+    CHECK(cudaMalloc(&p, bytes));
+    CHECK(cudaMemset(p, fill, bytes));
+    owned.push_back(p);
+    return p;
+  }
+  void put_pattern(unsigned char* p, long long bytes, int k) {
+    std::vector<unsigned char> pattern(bytes);
+    for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = (unsigned char)(i * 131 + k * 7 + (i >> 12));
+    CHECK(cudaMemcpy(p, pattern.data(), pattern.size(), cudaMemcpyHostToDevice));
+  }
+
+  BatchBuffers(const Workload& w, int count)
+      : n(w.sizes.size()), sizes64(!w.sizes32), src(count), dst(count), tables(count), sizes(count),
+        host_tables(count) {
+    for (long long s : w.sizes) total += s;
+    if (w.pools.empty()) {
+      const long long arena = total + 256 * (long long)n;
+      for (int k = 0; k < count; ++k) {
+        src[k] = alloc(arena, 0xA5), dst[k] = alloc(arena, 0xA5);
+        put_pattern(src[k], arena, k);
+        regions.push_back({src[k], arena});
+        regions.push_back({dst[k], arena});
+        std::vector<unsigned long long>& host = host_tables[k];
+        host.resize(2 * n);
+        long long off = 0;
+        for (size_t i = 0; i < n; ++i) {
+          host[i] = (unsigned long long)(src[k] + off);
+          host[n + i] = (unsigned long long)(dst[k] + off);
+          off += w.sizes[i] + 256;
+        }
       }
+    } else {
+      for (int k = 0; k < count; ++k) src[k] = alloc(total, 0), dst[k] = alloc(total, 0xA5), put_pattern(src[k], total, k);
+      std::vector<std::pair<unsigned long long, int>> pool_of;  // per term: where its pools start, blocks per pool
+      unsigned rng = 12345;
+      auto next = [&rng]() { return rng = rng * 1103515245u + 12345u, rng >> 8; };
+      std::vector<std::vector<int>> perms;  // per (term, layer): a permutation of its pool's blocks
+      for (const Term& t : w.pools) {
+        const int blocks = 2 * t.requests * count;
+        const long long bytes = (long long)t.layers * blocks * t.bytes;
+        unsigned char* p = alloc(bytes, 0xA5);
+        put_pattern(p, bytes, 0);
+        regions.push_back({p, bytes});
+        for (int l = 0; l < t.layers; ++l) {
+          std::vector<int> perm(blocks);
+          for (int b = 0; b < blocks; ++b) perm[b] = b;
+          for (int b = blocks - 1; b > 0; --b) std::swap(perm[b], perm[next() % (b + 1)]);
+          perms.push_back(perm);
+        }
+        pool_of.push_back({(unsigned long long)p, blocks});
+      }
+      int requests = 0;
+      for (const Term& t : w.pools) requests = std::max(requests, t.requests);
+      for (int k = 0; k < count; ++k) {
+        std::vector<unsigned long long> s, d;
+        for (int r = 0; r < requests; ++r) {
+          size_t layer0 = 0;
+          for (size_t ti = 0; ti < w.pools.size(); ++ti) {
+            const Term& t = w.pools[ti];
+            const int blocks = pool_of[ti].second, need = t.requests * count, col = k * t.requests + r;
+            for (int l = 0; r < t.requests && l < t.layers; ++l) {
+              const std::vector<int>& perm = perms[layer0 + l];
+              const unsigned long long pool = pool_of[ti].first + (unsigned long long)l * blocks * t.bytes;
+              s.push_back(pool + (unsigned long long)perm[col] * t.bytes);
+              d.push_back(pool + (unsigned long long)perm[need + col] * t.bytes);
+            }
+            layer0 += t.layers;
+          }
+        }
+        host_tables[k] = s;
+        host_tables[k].insert(host_tables[k].end(), d.begin(), d.end());
+      }
+    }
+    for (int k = 0; k < count; ++k) {
       CHECK(cudaMalloc(&tables[k], 2 * n * 8));
-      CHECK(cudaMemcpy(tables[k], host.data(), 2 * n * 8, cudaMemcpyHostToDevice));
-      CHECK(cudaMalloc(&sizes[k], n * 8));
-      CHECK(cudaMemcpy(sizes[k], entry_sizes.data(), n * 8, cudaMemcpyHostToDevice));
-      std::vector<unsigned char> pattern(arena);
-      for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = (unsigned char)(i * 131 + k * 7 + (i >> 12));
-      CHECK(cudaMemcpy(src[k], pattern.data(), pattern.size(), cudaMemcpyHostToDevice));
-      CHECK(cudaMemset(dst[k], 0xA5, arena));
+      CHECK(cudaMemcpy(tables[k], host_tables[k].data(), 2 * n * 8, cudaMemcpyHostToDevice));
+      std::vector<int> s32(w.sizes.begin(), w.sizes.end());
+      CHECK(cudaMalloc(&sizes[k], n * (sizes64 ? 8 : 4)));
+      CHECK(cudaMemcpy(sizes[k], sizes64 ? (const void*)w.sizes.data() : (const void*)s32.data(), n * (sizes64 ? 8 : 4),
+                       cudaMemcpyHostToDevice));
     }
   }
   BatchBuffers(const BatchBuffers&) = delete;  // owns device memory
   BatchBuffers& operator=(const BatchBuffers&) = delete;
   ~BatchBuffers() {
-    for (size_t k = 0; k < src.size(); ++k) {
-      CHECK(cudaFree(src[k]));
-      CHECK(cudaFree(dst[k]));
+    for (unsigned char* p : owned) CHECK(cudaFree(p));
+    for (size_t k = 0; k < tables.size(); ++k) {
       CHECK(cudaFree(tables[k]));
       CHECK(cudaFree(sizes[k]));
     }
@@ -105,22 +197,38 @@ struct BatchBuffers {
 };
 
 // Runs launch(0) on buffer set 0 with its destinations poisoned (0xA5) and returns how many entries differ
-// from their source or wrote into the 256 bytes after them. Called before and after timing, so that a
-// kernel which keeps state between launches is checked too.
+// from their source plus how many bytes outside the destinations changed. Called before and after timing,
+// so that a kernel which keeps state between launches is checked too.
 template <class Launch>
 long long wrong_entries(const BatchBuffers& buf, const std::vector<long long>& entry_sizes, Launch launch) {
-  std::vector<unsigned char> hs((size_t)buf.arena), hd((size_t)buf.arena);
-  CHECK(cudaMemset(buf.dst[0], 0xA5, buf.arena));
+  const std::vector<unsigned long long>& t = buf.host_tables[0];
+  for (size_t i = 0; i < buf.n; ++i) CHECK(cudaMemset((void*)t[buf.n + i], 0xA5, entry_sizes[i]));
+  std::vector<std::vector<unsigned char>> before;
+  for (const auto& r : buf.regions) {
+    before.emplace_back((size_t)r.second);
+    CHECK(cudaMemcpy(before.back().data(), r.first, r.second, cudaMemcpyDeviceToHost));
+  }
   launch(0);
   CHECK(cudaDeviceSynchronize());
-  CHECK(cudaMemcpy(hs.data(), buf.src[0], hs.size(), cudaMemcpyDeviceToHost));
-  CHECK(cudaMemcpy(hd.data(), buf.dst[0], hd.size(), cudaMemcpyDeviceToHost));
-  long long off = 0, bad = 0;
+  // Where an address lies on the host: the region holding it in `before` and `after`.
+  auto at = [&](std::vector<std::vector<unsigned char>>& v, unsigned long long a) -> unsigned char* {
+    for (size_t j = 0; j < buf.regions.size(); ++j) {
+      const unsigned long long b = (unsigned long long)buf.regions[j].first;
+      if (a >= b && a < b + (unsigned long long)buf.regions[j].second) return v[j].data() + (a - b);
+    }
+    std::fprintf(stderr, "address outside the buffers\n");
+    std::exit(1);
+  };
+  std::vector<std::vector<unsigned char>> after = before, expected = before;
+  for (size_t j = 0; j < buf.regions.size(); ++j)
+    CHECK(cudaMemcpy(after[j].data(), buf.regions[j].first, buf.regions[j].second, cudaMemcpyDeviceToHost));
+  long long bad = 0;
   for (size_t i = 0; i < buf.n; ++i) {
-    bad += std::memcmp(hs.data() + off, hd.data() + off, entry_sizes[i]) != 0;
-    for (int j = 0; j < 256; ++j) bad += hd[off + entry_sizes[i] + j] != 0xA5;
-    off += entry_sizes[i] + 256;
+    std::memcpy(at(expected, t[buf.n + i]), at(before, t[i]), entry_sizes[i]);
+    bad += std::memcmp(at(after, t[buf.n + i]), at(before, t[i]), entry_sizes[i]) != 0;
   }
+  for (size_t j = 0; j < buf.regions.size(); ++j)
+    for (size_t b = 0; b < after[j].size(); ++b) bad += after[j][b] != expected[j][b];
   return bad;
 }
 

@@ -50,13 +50,13 @@ int main() {
     if (std::string(w.name) != "step" && std::string(w.name) != "tiny") continue;
     long long total = 0;
     for (long long s : w.sizes) total += s;
-    BatchBuffers buf(w.sizes, 4);
+    BatchBuffers buf(w, 4);
     const int sets = (int)buf.src.size();
     const size_t n = buf.n;
     const long long tiles = std::string(w.name) == "tiny" ? 1 : ET_TILES;
     const long long blocks = ((long long)n * tiles + kBlock / 32 - 1) / (kBlock / 32);
     auto launch = [&](int k) {
-      entry_tiles<<<(unsigned)blocks, kBlock>>>(buf.tables[k], buf.tables[k] + n, buf.sizes[k], (long long)n, tiles);
+      entry_tiles<<<(unsigned)blocks, kBlock>>>(buf.tables[k], buf.tables[k] + n, (const long long*)buf.sizes[k], (long long)n, tiles);
     };
     long long bad = 0;
     const float ours = checked_median_ms(buf, w.sizes, launch, &bad);

@@ -3,7 +3,8 @@
 // time and the ratio to one cudaMemcpyAsync of the same total bytes (the roofline), after checking that
 // every byte of the copy is right, and the same ratio for a plain copy of those bytes as one range with the
 // same grid and unroll ("flat": what is left to gain from scheduling alone). SWEEP_WORKLOADS="step,tiny"
-// runs only the named workloads. After `step`, the same batch is timed through the copy_states kernel.
+// runs only the named workloads; step_p and tiny_p are step and tiny in the bench's layout (random blocks of
+// per-layer pools, int32 sizes). After step and step_p, the same batch is timed through the copy_states kernel.
 // A second line per workload says what the tables' round trip costs: the flat copy after a read of three
 // tables (flat_after_table), and both kernels with their tables in L2 (read just before each call).
 #include <string>
@@ -26,16 +27,14 @@ struct StatePlans {
     const size_t fields = xsc::kPlanFields;
     for (size_t k = 0; k < plans.size(); ++k) {
       std::vector<long long> host(buf.n * fields, 0);
-      long long off = 0;
       for (size_t i = 0; i < buf.n; ++i) {
         long long* p = host.data() + i * fields;
-        const unsigned long long src = (unsigned long long)(buf.src[k] + off), dst = (unsigned long long)(buf.dst[k] + off);
+        const unsigned long long src = buf.host_tables[k][i], dst = buf.host_tables[k][buf.n + i];
         p[xsc::kBase] = (long long)src;
         p[xsc::kBlockStride] = (long long)(dst - src);
         p[xsc::kBlocks] = 2;
         p[xsc::kRows] = 1;
         p[xsc::kRowBytes] = sizes[i];
-        off += sizes[i] + 256;
       }
       CHECK(cudaMalloc(&plans[k], host.size() * 8));
       CHECK(cudaMemcpy(plans[k], host.data(), host.size() * 8, cudaMemcpyHostToDevice));
@@ -119,11 +118,13 @@ int main() {
   const ZeroTables zeros(kMaxSets, (long long)blocks * xsc_cuda::kThreads / 32);
   const char* only = std::getenv("SWEEP_WORKLOADS");  // e.g. "step,tiny": run just these
   const std::string wanted = only ? std::string(",") + only + "," : "";
-  for (const Workload& w : workloads()) {
+  std::vector<Workload> all = workloads();
+  for (const Workload& w : pool_workloads()) all.push_back(w);
+  for (const Workload& w : all) {
     if (only && wanted.find(std::string(",") + w.name + ",") == std::string::npos) continue;
     long long total = 0;
     for (long long s : w.sizes) total += s;
-    BatchBuffers buf(w.sizes, total * 2 < (200ll << 20) ? kMaxSets : 1);
+    BatchBuffers buf(w, total * 2 < (200ll << 20) ? kMaxSets : 1);
     const int sets = (int)buf.src.size();
     const size_t n = buf.n;
     const auto &src = buf.src, &dst = buf.dst;
@@ -132,7 +133,7 @@ int main() {
     auto launch = [&](int k) {  // the kernel build the torch binding picks for this batch
       xsc_cuda::launch_for_batch(xsc_cuda::batch_memcpy_kernel<false>, blocks, xsc_cuda::batch_memcpy_kernel<true>,
                                  small_blocks, 0, (long long)n, (const xsc::u64*)tables[k],
-                                 (const xsc::u64*)tables[k] + n, (const void*)sizes_dev[k], 1, (xsc::i64)n);
+                                 (const xsc::u64*)tables[k] + n, (const void*)sizes_dev[k], buf.sizes64 ? 1 : 0, (xsc::i64)n);
     };
     long long bad = 0;
     float ours = checked_median_ms(buf, w.sizes, launch, &bad);
@@ -151,13 +152,13 @@ int main() {
     auto touch_zeros = [&](int k) { touch_words<<<64, 256>>>(zeros.sets[k], zeros.words, sink); };
     auto touch_tables = [&](int k) {
       touch_words<<<64, 256>>>(tables[k], 2 * (long long)n, sink);
-      touch_words<<<64, 256>>>((const unsigned long long*)sizes_dev[k], (long long)n, sink);
+      touch_words<<<64, 256>>>((const unsigned long long*)sizes_dev[k], (long long)n / (buf.sizes64 ? 1 : 2), sink);
     };
     const float flat_cold = median_ms(flat_table, sets), flat_warm = median_ms(flat_table, sets, touch_zeros);
     const float ours_warm = median_ms(launch, sets, touch_tables);
     std::printf("  %-7s tables: flat after a table read %.3f (tables in L2 %.3f); ours, tables in L2 %.3f\n", w.name,
                 roof / flat_cold, roof / flat_warm, roof / ours_warm);
-    if (std::string(w.name) != "step") continue;
+    if (std::string(w.name) != "step" && std::string(w.name) != "step_p") continue;
     // The same batch through copy_states (one request of n whole-block states): its own build and registers.
     StatePlans states(buf, w.sizes);
     auto launch_states = [&](int k) {

@@ -77,7 +77,7 @@ int main() {
   for (const Workload& w : workloads()) {
     if (std::string(w.name) == "mixed") continue;  // one huge entry: nothing to see at the start
     const int sets = 4;  // rotated so that the tables and data are not all in L2, as in the benchmarks
-    BatchBuffers buf(w.sizes, sets);
+    BatchBuffers buf(w, sets);
     const size_t n = buf.n;
     const long long total = buf.total;
     const auto &src = buf.src, &dst = buf.dst;

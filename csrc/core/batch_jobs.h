@@ -126,9 +126,11 @@ XSC_FN Job parts_of(Job job, int lo, int hi, int parts) {
   return job;
 }
 
-template <class G, class Source>
+// A plain slice never overlaps itself (job_of makes overlapping entries general units), so `Streaming`
+// applies to slices only.
+template <bool Streaming = false, class G, class Source>
 XSC_FN void run_job(G& g, const Source& src, const Job& job) {
-  if (job.len > 0) sg_copy_piece(g, job.src, job.dst, job.len, false);
+  if (job.len > 0) sg_copy_piece<Streaming>(g, job.src, job.dst, job.len, false);
   else if (job.len == kGeneralUnit) copy_unit(g, src.span((i64)job.src), (i64)job.dst);
 }
 

@@ -53,6 +53,14 @@ XSC_FN Job share_job(const Source& src, const TileEnds& ends, i64 last, i64 base
   return parts_of(job_at(src, ends, last, base, sh.tail_unit + t * groups, skipped), lo, hi, kTailParts);
 }
 
+#ifndef XSC_STREAM_FIRST_UNITS
+#define XSC_STREAM_FIRST_UNITS 1
+#endif
+// The first-unit pass copies with streaming hints (load_word): its thousands of small entries are each read
+// and written once, and on an H200 the hints gave `tiny` 2 - 2.5 % there. Everywhere else they lost
+// (docs/performance.md, "Sixth round"), so the tile loop and the small-batch schedule copy plainly.
+constexpr bool kStreamFirstUnits = XSC_STREAM_FIRST_UNITS;
+
 // Unit 0 of entries w, w + subgroups, ... (w: the calling sub-group's index in the grid), straight from the
 // tables: no scan needed. Used when entries outnumber sub-groups, so that every sub-group starts copying one
 // trip to the tables after launch instead of after the scan and a lookup; the scan then deals out the other
@@ -72,7 +80,7 @@ XSC_FN void copy_first_units(G& g, const Source& src, i64 n, i64 at, i64 (&words
       for (int k = 0; k < kItems; ++k)
         if (at + k < n) words[k] = src.size_word(at + k);
     }
-    run_job(g, src, job);
+    run_job<kStreamFirstUnits>(g, src, job);
     XSC_MARK(kMarkUnitDone, 0);
     job = next;
   }

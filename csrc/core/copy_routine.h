@@ -101,11 +101,25 @@ XSC_FN bool ranges_overlap(u64 src, u64 dst, i64 bytes) {
   return dst < src + (u64)bytes && src < dst + (u64)bytes;
 }
 
+// How the plain copy loads and stores a word. With `Streaming` a backend may give the memory system hints
+// that the data is read once and written once (the CUDA twin does, for 16-byte words: batch_memcpy_kernel.cuh);
+// these plain versions are what every other backend and word type gets. Only a range that no other part of
+// the launch writes may be read with Streaming (non-coherent loads): overlapping ranges never are.
+template <bool Streaming, class W>
+XSC_FN W load_word(const W* p) {
+  return *p;
+}
+template <bool Streaming, class W>
+XSC_FN void store_word(W* p, const W& v) {
+  *p = v;
+}
+
 // Sub-group copy of `count` words of type W; both pointers W-aligned. With `ordered`, the range may overlap
 // and is walked in the safe direction, loads of a step separated from its stores by a sub-group barrier.
+// `Streaming`: see load_word (callers pass it only for ranges that do not overlap).
 // Counts are 32-bit: callers hand over at most kChunkBytes at a time, which keeps registers (and so
 // occupancy) in check.
-template <class W, class G>
+template <class W, bool Streaming = false, class G>
 XSC_FN void sg_copy_words(G& g, u64 src, u64 dst, int count, bool ordered) {
   const W* s = (const W*)src;
   W* d = (W*)dst;
@@ -121,13 +135,13 @@ XSC_FN void sg_copy_words(G& g, u64 src, u64 dst, int count, bool ordered) {
 #pragma unroll
     for (int u = 0; u < unroll; ++u) {
       int i = base + u * lanes + lane;
-      if (i < count) v[u] = s[i];
+      if (i < count) v[u] = load_word<Streaming>(s + i);
     }
     if (ordered) g.sg_barrier();
 #pragma unroll
     for (int u = 0; u < unroll; ++u) {
       int i = base + u * lanes + lane;
-      if (i < count) d[i] = v[u];
+      if (i < count) store_word<Streaming>(d + i, v[u]);
     }
   }
 }
@@ -137,7 +151,7 @@ XSC_FN void sg_copy_bytes(G& g, u64 src, u64 dst, int count, bool ordered) {
   sg_copy_words<unsigned char>(g, src, dst, count, ordered);
 }
 
-template <class W, class G>
+template <class W, bool Streaming = false, class G>
 XSC_FN void sg_copy_aligned(G& g, u64 src, u64 dst, int len, bool ordered) {
   const int w = (int)sizeof(W);
   int head = (int)((w - (int)(dst & (u64)(w - 1))) & (w - 1));
@@ -150,7 +164,7 @@ XSC_FN void sg_copy_aligned(G& g, u64 src, u64 dst, int len, bool ordered) {
   if (!backward) sg_copy_bytes(g, src, dst, head, ordered);
   else sg_copy_bytes(g, src + head + body, dst + head + body, tail, ordered);
   if (ordered) g.sg_barrier();
-  sg_copy_words<W>(g, src + head, dst + head, words, ordered);
+  sg_copy_words<W, Streaming>(g, src + head, dst + head, words, ordered);
   if (ordered) g.sg_barrier();
   if (!backward) sg_copy_bytes(g, src + head + body, dst + head + body, tail, ordered);
   else sg_copy_bytes(g, src, dst, head, ordered);
@@ -158,10 +172,10 @@ XSC_FN void sg_copy_aligned(G& g, u64 src, u64 dst, int len, bool ordered) {
 
 // One contiguous range of at most kChunkBytes, copied by one sub-group with the widest accesses its
 // alignment allows.
-template <class G>
+template <bool Streaming = false, class G>
 XSC_FN void sg_copy_piece(G& g, u64 src, u64 dst, int len, bool ordered) {
   switch (common_width(src, dst)) {
-    case 16: sg_copy_aligned<Word16>(g, src, dst, len, ordered); break;
+    case 16: sg_copy_aligned<Word16, Streaming>(g, src, dst, len, ordered); break;
     case 8: sg_copy_aligned<u64>(g, src, dst, len, ordered); break;
     case 4: sg_copy_aligned<unsigned int>(g, src, dst, len, ordered); break;
     case 2: sg_copy_aligned<unsigned short>(g, src, dst, len, ordered); break;

@@ -6,6 +6,22 @@
 #include "batch_schedule.h"
 #include "entry_sources.h"
 
+// The streaming hints of copy_routine.h's load_word / store_word for 16-byte words: loads through the
+// non-coherent path that allocate nothing in L1 and ask L2 for 256-byte sectors, stores marked as streaming
+// (evict first). Declared before the kernels below instantiate the copy routine.
+namespace xsc {
+template <>
+__device__ __forceinline__ Word16 load_word<true, Word16>(const Word16* p) {
+  Word16 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v2.u64 {%0, %1}, [%2];" : "=l"(v.lo), "=l"(v.hi) : "l"(p));
+  return v;
+}
+template <>
+__device__ __forceinline__ void store_word<true, Word16>(Word16* p, const Word16& v) {
+  asm volatile("st.global.cs.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(v.lo), "l"(v.hi) : "memory");
+}
+}  // namespace xsc
+
 namespace xsc_cuda {
 
 #ifndef XSC_CUDA_THREADS
