@@ -1,6 +1,6 @@
 // What the torch-free CUDA benchmark programs (cuda_sweep.cu, cuda_timeline.cu, cuda_entry_tiles.cu) share:
-// error checks, the GPU spin that queues calls back to back, the flat copy they compare with, the four
-// workloads and their buffers, the byte check and the timing.
+// error checks, the GPU spin that queues calls back to back, the flat copy they compare with, the bench's
+// four workloads (and two of them in the bench's layout) and their buffers, the byte check and the timing.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -54,7 +54,7 @@ struct Workload {
   const char* name;
   std::vector<long long> sizes;
   // Empty: the entries lie in two arenas, 256 bytes apart. Else the layout of `xpu-state-copy bench`: per
-  // term, `layers` pools of 2 x sets blocks side by side, each entry a random block to another random
+  // term, `layers` pools of 2 x requests x sets blocks side by side, each entry a random block to another random
   // block of its pool, entries in request order, then pool order.
   std::vector<Term> pools;
   bool sizes32 = false;  // int32 size table, as vLLM passes it (else int64)
@@ -197,7 +197,7 @@ struct BatchBuffers {
 };
 
 // Runs launch(0) on buffer set 0 with its destinations poisoned (0xA5) and returns how many entries differ
-// from their source plus how many bytes outside the destinations changed. Called before and after timing,
+// from their source plus how many bytes anywhere in the buffers differ from what the copy must leave (0: right). Called before and after timing,
 // so that a kernel which keeps state between launches is checked too.
 template <class Launch>
 long long wrong_entries(const BatchBuffers& buf, const std::vector<long long>& entry_sizes, Launch launch) {

@@ -56,7 +56,7 @@ int main() {
     const long long tiles = std::string(w.name) == "tiny" ? 1 : ET_TILES;
     const long long blocks = ((long long)n * tiles + kBlock / 32 - 1) / (kBlock / 32);
     auto launch = [&](int k) {
-      entry_tiles<<<(unsigned)blocks, kBlock>>>(buf.tables[k], buf.tables[k] + n, (const long long*)buf.sizes[k], (long long)n, tiles);
+      entry_tiles<<<(unsigned)blocks, kBlock>>>(buf.tables[k], buf.tables[k] + n, buf.sizes[k], (long long)n, tiles);
     };
     long long bad = 0;
     const float ours = checked_median_ms(buf, w.sizes, launch, &bad);

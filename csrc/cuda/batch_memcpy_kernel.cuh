@@ -12,9 +12,13 @@
 namespace xsc {
 template <>
 __device__ __forceinline__ Word16 load_word<true, Word16>(const Word16* p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  return *p;  // the L2 sector hint needs sm_80; older GPUs (a T4) load plainly
+#else
   Word16 v;
   asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v2.u64 {%0, %1}, [%2];" : "=l"(v.lo), "=l"(v.hi) : "l"(p));
   return v;
+#endif
 }
 template <>
 __device__ __forceinline__ void store_word<true, Word16>(Word16* p, const Word16& v) {
