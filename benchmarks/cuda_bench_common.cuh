@@ -60,13 +60,20 @@ struct Workload {
   bool sizes32 = false;  // int32 size table, as vLLM passes it (else int64)
 };
 
-inline Workload pool_workload(const char* name, const std::vector<Term>& terms) {
-  Workload w{name, {}, terms, true};
+// Calls f(request, term index, layer) for each entry of a pool layout, in the bench's order: request by
+// request, then pool by pool.
+template <class F>
+void for_each_pool_entry(const std::vector<Term>& terms, F f) {
   int requests = 0;
   for (const Term& t : terms) requests = std::max(requests, t.requests);
   for (int r = 0; r < requests; ++r)
-    for (const Term& t : terms)
-      if (r < t.requests) w.sizes.insert(w.sizes.end(), t.layers, t.bytes);
+    for (size_t ti = 0; ti < terms.size(); ++ti)
+      for (int l = 0; r < terms[ti].requests && l < terms[ti].layers; ++l) f(r, ti, l);
+}
+
+inline Workload pool_workload(const char* name, const std::vector<Term>& terms) {
+  Workload w{name, {}, terms, true};
+  for_each_pool_entry(terms, [&](int, size_t ti, int) { w.sizes.push_back(terms[ti].bytes); });
   return w;
 }
 
@@ -140,7 +147,9 @@ struct BatchBuffers {
       unsigned rng = 12345;
       auto next = [&rng]() { return rng = rng * 1103515245u + 12345u, rng >> 8; };
       std::vector<std::vector<int>> perms;  // per (term, layer): a permutation of its pool's blocks
+      std::vector<size_t> first_layer;      // per term: its first layer's index in perms
       for (const Term& t : w.pools) {
+        first_layer.push_back(perms.size());
         const int blocks = 2 * t.requests * count;
         const long long bytes = (long long)t.layers * blocks * t.bytes;
         unsigned char* p = alloc(bytes, 0xA5);
@@ -154,35 +163,29 @@ struct BatchBuffers {
         }
         pool_of.push_back({(unsigned long long)p, blocks});
       }
-      int requests = 0;
-      for (const Term& t : w.pools) requests = std::max(requests, t.requests);
       for (int k = 0; k < count; ++k) {
-        std::vector<unsigned long long> s, d;
-        for (int r = 0; r < requests; ++r) {
-          size_t layer0 = 0;
-          for (size_t ti = 0; ti < w.pools.size(); ++ti) {
-            const Term& t = w.pools[ti];
-            const int blocks = pool_of[ti].second, need = t.requests * count, col = k * t.requests + r;
-            for (int l = 0; r < t.requests && l < t.layers; ++l) {
-              const std::vector<int>& perm = perms[layer0 + l];
-              const unsigned long long pool = pool_of[ti].first + (unsigned long long)l * blocks * t.bytes;
-              s.push_back(pool + (unsigned long long)perm[col] * t.bytes);
-              d.push_back(pool + (unsigned long long)perm[need + col] * t.bytes);
-            }
-            layer0 += t.layers;
-          }
-        }
-        host_tables[k] = s;
-        host_tables[k].insert(host_tables[k].end(), d.begin(), d.end());
+        std::vector<unsigned long long>& host = host_tables[k];
+        host.resize(2 * n);
+        size_t i = 0;
+        for_each_pool_entry(w.pools, [&](int r, size_t ti, int l) {
+          const Term& t = w.pools[ti];
+          const int blocks = pool_of[ti].second, need = t.requests * count, col = k * t.requests + r;
+          const std::vector<int>& perm = perms[first_layer[ti] + l];
+          const unsigned long long pool = pool_of[ti].first + (unsigned long long)l * blocks * t.bytes;
+          host[i] = pool + (unsigned long long)perm[col] * t.bytes;
+          host[n + i] = pool + (unsigned long long)perm[need + col] * t.bytes;
+          ++i;
+        });
       }
     }
+    const std::vector<int> s32(w.sizes.begin(), w.sizes.end());
+    const void* size_words = sizes64 ? (const void*)w.sizes.data() : (const void*)s32.data();
+    const size_t size_bytes = n * (sizes64 ? 8 : 4);
     for (int k = 0; k < count; ++k) {
       CHECK(cudaMalloc(&tables[k], 2 * n * 8));
       CHECK(cudaMemcpy(tables[k], host_tables[k].data(), 2 * n * 8, cudaMemcpyHostToDevice));
-      std::vector<int> s32(w.sizes.begin(), w.sizes.end());
-      CHECK(cudaMalloc(&sizes[k], n * (sizes64 ? 8 : 4)));
-      CHECK(cudaMemcpy(sizes[k], sizes64 ? (const void*)w.sizes.data() : (const void*)s32.data(), n * (sizes64 ? 8 : 4),
-                       cudaMemcpyHostToDevice));
+      CHECK(cudaMalloc(&sizes[k], size_bytes));
+      CHECK(cudaMemcpy(sizes[k], size_words, size_bytes, cudaMemcpyHostToDevice));
     }
   }
   BatchBuffers(const BatchBuffers&) = delete;  // owns device memory
@@ -196,9 +199,10 @@ struct BatchBuffers {
   }
 };
 
-// Runs launch(0) on buffer set 0 with its destinations poisoned (0xA5) and returns how many entries differ
-// from their source plus how many bytes anywhere in the buffers differ from what the copy must leave (0: right). Called before and after timing,
-// so that a kernel which keeps state between launches is checked too.
+// Runs launch(0) on buffer set 0 with its destinations poisoned (0xA5) and returns how many bytes of the
+// buffers differ from what the copy must leave: each destination a copy of its source, every other byte as
+// it was (0: right). Called before and after timing, so that a kernel which keeps state between launches is
+// checked too.
 template <class Launch>
 long long wrong_entries(const BatchBuffers& buf, const std::vector<long long>& entry_sizes, Launch launch) {
   const std::vector<unsigned long long>& t = buf.host_tables[0];
@@ -210,7 +214,7 @@ long long wrong_entries(const BatchBuffers& buf, const std::vector<long long>& e
   }
   launch(0);
   CHECK(cudaDeviceSynchronize());
-  // Where an address lies on the host: the region holding it in `before` and `after`.
+  // Where an address lies on the host: the region holding it in `before` or `expected`.
   auto at = [&](std::vector<std::vector<unsigned char>>& v, unsigned long long a) -> unsigned char* {
     for (size_t j = 0; j < buf.regions.size(); ++j) {
       const unsigned long long b = (unsigned long long)buf.regions[j].first;
@@ -219,16 +223,14 @@ long long wrong_entries(const BatchBuffers& buf, const std::vector<long long>& e
     std::fprintf(stderr, "address outside the buffers\n");
     std::exit(1);
   };
-  std::vector<std::vector<unsigned char>> after = before, expected = before;
-  for (size_t j = 0; j < buf.regions.size(); ++j)
-    CHECK(cudaMemcpy(after[j].data(), buf.regions[j].first, buf.regions[j].second, cudaMemcpyDeviceToHost));
+  std::vector<std::vector<unsigned char>> expected = before;
+  for (size_t i = 0; i < buf.n; ++i) std::memcpy(at(expected, t[buf.n + i]), at(before, t[i]), entry_sizes[i]);
   long long bad = 0;
-  for (size_t i = 0; i < buf.n; ++i) {
-    std::memcpy(at(expected, t[buf.n + i]), at(before, t[i]), entry_sizes[i]);
-    bad += std::memcmp(at(after, t[buf.n + i]), at(before, t[i]), entry_sizes[i]) != 0;
+  for (size_t j = 0; j < buf.regions.size(); ++j) {
+    std::vector<unsigned char> after((size_t)buf.regions[j].second);
+    CHECK(cudaMemcpy(after.data(), buf.regions[j].first, after.size(), cudaMemcpyDeviceToHost));
+    for (size_t b = 0; b < after.size(); ++b) bad += after[b] != expected[j][b];
   }
-  for (size_t j = 0; j < buf.regions.size(); ++j)
-    for (size_t b = 0; b < after[j].size(); ++b) bad += after[j][b] != expected[j][b];
   return bad;
 }
 
@@ -266,7 +268,7 @@ float median_ms(Fn fn, int sets, Before before = Before()) {
 }
 
 // median_ms of `launch` with its bytes checked by wrong_entries before and after the timing; `bad` gets
-// the wrong entries of both checks.
+// the wrong bytes of both checks.
 template <class Launch>
 float checked_median_ms(const BatchBuffers& buf, const std::vector<long long>& entry_sizes, Launch launch,
                         long long* bad) {
