@@ -1,6 +1,7 @@
-// What the torch-free CUDA benchmark programs (cuda_sweep.cu, cuda_timeline.cu, cuda_entry_tiles.cu) share:
-// error checks, the GPU spin that queues calls back to back, the flat copy they compare with, the bench's
-// four workloads (and two of them in the bench's layout) and their buffers, the byte check and the timing.
+// What the torch-free CUDA benchmark programs (cuda_sweep.cu, cuda_timeline.cu, cuda_entry_tiles.cu,
+// cuda_oracle.cu) share: error checks, the GPU spin that queues calls back to back, the flat copy they
+// compare with, the bench's four workloads (and two of them in the bench's layout) and their buffers, the
+// byte check and the timing.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -88,7 +89,7 @@ inline std::vector<Workload> workloads() {
 }
 
 // `step` and `tiny` in the bench's pool layout (Workload::pools), with int32 sizes. Same bytes as in the arena
-// layout; in the 2026-12-01 sweeps our kernel's times here matched the bench's (docs/performance.md).
+// layout; in the 2026-12-01 sweeps our kernel's times here matched the bench's (docs/tuning-rounds-4-7.md).
 inline std::vector<Workload> pool_workloads() {
   return {pool_workload("step_p", {{36, 48 << 10, 1}, {36, 1 << 20, 1}}), pool_workload("tiny_p", {{1, 4096, 4096}})};
 }

@@ -3,7 +3,8 @@
 # against the machine's torch, the whole test suite on CUDA tensors, and the benchmark against its peers.
 # Results go to $OUT (default build/device). Stages: STAGES="sweep timeline build test bench" (default: all
 # but timeline). TIMELINE_DEFINES="XSC_SMALL_BATCH=0 ..." times one launch per listed -D set ("-": none).
-# Stage entry_tiles runs benchmarks/cuda_entry_tiles.cu once per ENTRY_TILES="tiles:min_blocks:loads ...".
+# Stage entry_tiles runs benchmarks/cuda_entry_tiles.cu once per ENTRY_TILES="tiles:min_blocks:loads ...";
+# stage oracle runs benchmarks/cuda_oracle.cu (ORACLE_WORKLOADS="step,tiny_p ..." picks workloads).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-build/device}
@@ -36,6 +37,10 @@ if has entry_tiles; then
     "${nvcc_bench[@]}" -DET_TILES="$tiles" -DET_MIN_BLOCKS="$minb" -DET_UNROLL16="$loads" \
       benchmarks/cuda_entry_tiles.cu -o "$bin" && "$bin"
   done 2>&1 | tee "$OUT/entry_tiles.txt"
+fi
+if has oracle; then
+  echo "== oracle"; mkdir -p build
+  "${nvcc_bench[@]}" benchmarks/cuda_oracle.cu -o build/oracle && build/oracle 2>&1 | tee "$OUT/oracle.txt"
 fi
 if has build; then
   echo "== build"

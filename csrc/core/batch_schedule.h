@@ -58,7 +58,7 @@ XSC_FN Job share_job(const Source& src, const TileEnds& ends, i64 last, i64 base
 #endif
 // The first-unit pass copies with streaming hints (load_word): its thousands of small entries are each read
 // and written once, and on an H200 the hints gave `tiny` 2 - 2.5 % there. Everywhere else they lost
-// (docs/performance.md, "Sixth round"), so the tile loop and the small-batch schedule copy plainly.
+// (docs/tuning-rounds-4-7.md, "Sixth round"), so the tile loop and the small-batch schedule copy plainly.
 constexpr bool kStreamFirstUnits = XSC_STREAM_FIRST_UNITS;
 
 // Unit 0 of entries w, w + subgroups, ... (w: the calling sub-group's index in the grid), straight from the
@@ -102,7 +102,7 @@ XSC_FN void run_tiles(G& g, const Source& src, i64 n) {
   i64 from = 0;  // the first tile that may have units left
   if (skipped) {
     // After the first-unit pass a tile often has nothing left (4096 entries of 4 KiB). One group vote says
-    // so for a fraction of what the scan, its barriers and its lookups cost (tiny: docs/performance.md). For
+    // so for a fraction of what the scan, its barriers and its lookups cost (tiny: docs/tuning-rounds-4-7.md). For
     // the first tile it votes on size words asked for before the last copy: for pointer tables the sizes
     // themselves, so that no trip to memory comes after that copy.
     const i64 at = g.local_id() * kItems;

@@ -16,7 +16,7 @@
 #pragma once
 
 #ifndef XSC_CHUNK_BYTES
-#define XSC_CHUNK_BYTES 8192  // tuned on an H200: see docs/performance.md
+#define XSC_CHUNK_BYTES 8192  // tuned on an H200: see docs/tuning-rounds-1-3.md
 #endif
 
 #if defined(__CUDACC__)
@@ -47,7 +47,7 @@ constexpr i64 kChunkBytes = XSC_CHUNK_BYTES;
 constexpr int kUnroll = XSC_UNROLL;  // independent loads in flight per work-item before its stores
 // The same for 16-byte loads in the small-batch builds (small_batch.h). Each sub-group there copies only
 // two or three units, so a unit taken in fewer round trips to memory ends the batch sooner; in the tile
-// builds, which stream long runs of units, 8 loads lost to 4 (docs/performance.md). The Group adapter
+// builds, which stream long runs of units, 8 loads lost to 4 (docs/tuning-rounds-1-3.md). The Group adapter
 // says which applies: G::kUnroll16.
 constexpr int kSmallUnroll16 = XSC_SMALL_UNROLL16;
 // copy_states' small-batch builds keep 4: their spans take more registers, and with 8 loads they spill.

@@ -62,7 +62,7 @@ XSC_FN void run_small_batch(G& g, const Source& src, i64 n) {
 
   // 1. This sub-group's direct unit, if its slot's entry has that many units. It is copied before anything
   //    else is read: a scan first, with every sub-group reading the same few lines of sizes at once, starts
-  //    the copy later than the old group scan did (docs/performance.md).
+  //    the copy later than the old group scan did (docs/tuning-rounds-1-3.md).
   const bool has_slot = w < n * per_entry;
   if (has_slot) {
     const Span s = src.span(r);
