@@ -11,7 +11,7 @@
 //    other sub-group has to tell it.
 // 3. Its share of the rest. The remaining units are cut in kSmallParts parts and dealt out as runs of
 //    consecutive parts, sized so that direct unit plus run is as even as it can be over the grid: a
-//    sub-group that had no direct unit takes that much more.
+//    sub-group that had no direct unit takes that much more, less kSmallLateParts for its late start.
 #pragma once
 
 #include "batch_jobs.h"
@@ -25,6 +25,13 @@ namespace xsc {
 #define XSC_SMALL_PARTS 2
 #endif
 constexpr int kSmallParts = XSC_SMALL_PARTS;  // parts per remaining unit
+#ifndef XSC_SMALL_LATE_PARTS
+#define XSC_SMALL_LATE_PARTS 1
+#endif
+// What a late start (a sub-group with no direct unit, which copies nothing until its scan is done) counts
+// for when the rest is shared out, in parts: on an H200 one half-unit gave copy_states 2 % on `step` and
+// batch_memcpy 0.3 - 1 % (docs/tuning-rounds-4-7.md, "Seventh round"); 0 shares the rest as if it had none.
+constexpr int kSmallLateParts = XSC_SMALL_LATE_PARTS;
 
 // Whether a batch of n entries takes this schedule on a grid of `subgroups` sub-groups of `sg_size`. The
 // launchers ask it too, to pick the kernel built for this schedule (each kernel's registers are then
@@ -97,15 +104,19 @@ XSC_FN void run_small_batch(G& g, const Source& src, i64 n) {
   g.sg_barrier();  // the running totals are in local memory for every lane
   XSC_MARK(kMarkScanned, 0);
 
-  // 3. Every sub-group is to copy `target` parts in all, a direct unit counting kSmallParts: a sub-group
-  //    takes target parts of the rest, or target - kSmallParts after a direct unit (never fewer than 0).
-  //    Those counts add up to at least all the parts, so the runs, in sub-group order, cover them.
+  // 3. Every sub-group is to copy `target` parts in all, a direct unit counting kSmallParts and a late start
+  //    (no direct unit: it starts only after its scan) counting kSmallLateParts: a sub-group takes
+  //    target - kSmallLateParts parts of the rest, or target - kSmallParts after a direct unit (never fewer
+  //    than 0). Those counts add up to at least all the parts, so the runs, in sub-group order, cover them.
   const u64 parts = (u64)rest_units * kSmallParts;
-  const u64 target = quotient(parts + (u64)direct_all * kSmallParts + (u64)subgroups - 1, (u64)subgroups);
+  const u64 late_all = (u64)(subgroups - direct_all) * kSmallLateParts;
+  const u64 target =
+      quotient(parts + (u64)direct_all * kSmallParts + late_all + (u64)subgroups - 1, (u64)subgroups);
   const u64 after_direct = target > (u64)kSmallParts ? target - kSmallParts : 0;
+  const u64 after_late = target > (u64)kSmallLateParts ? target - kSmallLateParts : 0;
   const u64 holes_before = (u64)(w - direct_before);
-  u64 h = holes_before * target + (u64)direct_before * after_direct;
-  u64 stop = h + (direct ? after_direct : target);
+  u64 h = holes_before * after_late + (u64)direct_before * after_direct;
+  u64 stop = h + (direct ? after_direct : after_late);
   if (stop > parts) stop = parts;
   const i64 last = n - 1;
   // Each piece is found, and its span asked for, one copy ahead; its job is worked out from the span after
