@@ -102,8 +102,8 @@ XSC_FN void run_tiles(G& g, const Source& src, i64 n) {
   i64 from = 0;  // the first tile that may have units left
   if (skipped) {
     // After the first-unit pass a tile often has nothing left (4096 entries of 4 KiB). One group vote says
-    // so for a fraction of what the scan, its barriers and its lookups cost (tiny: docs/tuning-rounds-4-7.md). For
-    // the first tile it votes on size words asked for before the last copy: for pointer tables the sizes
+    // so for a fraction of what the scan, its barriers and its lookups cost (tiny: docs/tuning-rounds-4-7.md).
+    // For the first tile it votes on size words asked for before the last copy: for pointer tables the sizes
     // themselves, so that no trip to memory comes after that copy.
     const i64 at = g.local_id() * kItems;
     i64 words[kItems];

@@ -30,7 +30,7 @@ constexpr int kSmallParts = XSC_SMALL_PARTS;  // parts per remaining unit
 #endif
 // What a late start (a sub-group with no direct unit, which copies nothing until its scan is done) counts
 // for when the rest is shared out, in parts: on an H200 one half-unit gave copy_states 2 % on `step` and
-// batch_memcpy 0.3 - 1 % (docs/tuning-rounds-4-7.md, "Seventh round"); 0 shares the rest as if it had none.
+// batch_memcpy 0.3 - 1 % (docs/tuning-rounds-4-7.md, "Seventh round"); with 0 it counts for nothing.
 constexpr int kSmallLateParts = XSC_SMALL_LATE_PARTS;
 
 // Whether a batch of n entries takes this schedule on a grid of `subgroups` sub-groups of `sg_size`. The
