@@ -29,7 +29,7 @@ constexpr int kSmallParts = XSC_SMALL_PARTS;  // parts per remaining unit
 #define XSC_SMALL_LATE_PARTS 1
 #endif
 // What a late start (a sub-group with no direct unit, which copies nothing until its scan is done) counts
-// for when the rest is shared out, in parts: on an H200 one half-unit gave copy_states 2 % on `step` and
+// for when the rest is shared out, in parts: on an H200 one half-unit gave copy_states 2 - 3 % on `step` and
 // batch_memcpy 0.3 - 1 % (docs/tuning-rounds-4-7.md, "Seventh round"); with 0 it counts for nothing.
 constexpr int kSmallLateParts = XSC_SMALL_LATE_PARTS;
 
