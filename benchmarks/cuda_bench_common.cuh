@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "batch_memcpy_kernel.cuh"
@@ -92,6 +93,19 @@ inline std::vector<Workload> workloads() {
 // layout; in the 2026-12-01 sweeps our kernel's times here matched the bench's (docs/tuning-rounds-4-7.md).
 inline std::vector<Workload> pool_workloads() {
   return {pool_workload("step_p", {{36, 48 << 10, 1}, {36, 1 << 20, 1}}), pool_workload("tiny_p", {{1, 4096, 4096}})};
+}
+
+// The bench's workloads, then pool_workloads(), keeping those named in the comma list of environment
+// variable `env` (e.g. "step,tiny_p"), or in `fallback` when it is unset; a null fallback keeps all.
+inline std::vector<Workload> chosen_workloads(const char* env, const char* fallback) {
+  const char* only = std::getenv(env);
+  if (!only) only = fallback;
+  const std::string wanted = only ? std::string(",") + only + "," : "";
+  std::vector<Workload> all = workloads(), chosen;
+  for (const Workload& w : pool_workloads()) all.push_back(w);
+  for (const Workload& w : all)
+    if (!only || wanted.find(std::string(",") + w.name + ",") != std::string::npos) chosen.push_back(w);
+  return chosen;
 }
 
 // `count` sets of one batch's device buffers, rotated so that the working set does not sit in the 50 MB L2.
@@ -199,6 +213,15 @@ struct BatchBuffers {
     }
   }
 };
+
+// batch_memcpy on buffer set k, with the kernel build the torch binding picks for this batch (grids from
+// prepare_launch and prepare_small_launch).
+inline void launch_ours(const BatchBuffers& buf, int k, int blocks, int small_blocks) {
+  const long long n = (long long)buf.n;
+  xsc_cuda::launch_for_batch(xsc_cuda::batch_memcpy_kernel<false>, blocks, xsc_cuda::batch_memcpy_kernel<true>,
+                             small_blocks, 0, n, (const xsc::u64*)buf.tables[k], (const xsc::u64*)buf.tables[k] + n,
+                             (const void*)buf.sizes[k], buf.sizes64 ? 1 : 0, (xsc::i64)n);
+}
 
 // Runs launch(0) on buffer set 0 with its destinations poisoned (0xA5) and returns how many bytes of the
 // buffers differ from what the copy must leave: each destination a copy of its source, every other byte as

@@ -7,8 +7,6 @@
 // of 16 bytes in flight per work-item, plain or streaming (copy_routine.h's load_word / store_word), at
 // our grid (one 512-wide block per SM) and at two blocks per SM (the oracle needs few registers).
 //   nvcc -std=c++17 -O3 -arch=sm_90 -Icsrc/core -Icsrc/cuda benchmarks/cuda_oracle.cu -o oracle && ./oracle
-#include <string>
-
 #include "cuda_bench_common.cuh"
 
 constexpr int kPieces = 4;  // table slots per warp: a share of step or tiny covers at most three entries
@@ -22,22 +20,14 @@ template <int Unroll, bool Streaming>
 __global__ void __launch_bounds__(kBlock, 2) oracle_copy(const Piece* pieces) {
   const long long w = (long long)blockIdx.x * (kBlock / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
+  xsc_cuda::CudaGroup<Unroll> g{nullptr, nullptr};  // the copy routine's loop, with Unroll loads in flight
   // Lane j reads slot j of the warp's list (one trip for the whole list), then hands it to every lane.
   const Piece mine = lane < kPieces ? pieces[w * kPieces + lane] : Piece{0, 0, 0};
   for (int j = 0; j < kPieces; ++j) {
-    const xsc::Word16* s = (const xsc::Word16*)__shfl_sync(0xffffffffu, mine.src, j);
-    xsc::Word16* d = (xsc::Word16*)__shfl_sync(0xffffffffu, mine.dst, j);
-    const long long n = (long long)__shfl_sync(0xffffffffu, mine.words, j);
-    if (n == 0) break;
-    for (long long base = lane; base < n; base += 32 * Unroll) {
-      xsc::Word16 v[Unroll];
-#pragma unroll
-      for (int u = 0; u < Unroll; ++u)
-        if (base + u * 32 < n) v[u] = xsc::load_word<Streaming>(s + base + u * 32);
-#pragma unroll
-      for (int u = 0; u < Unroll; ++u)
-        if (base + u * 32 < n) xsc::store_word<Streaming>(d + base + u * 32, v[u]);
-    }
+    const xsc::u64 src = __shfl_sync(0xffffffffu, mine.src, j), dst = __shfl_sync(0xffffffffu, mine.dst, j);
+    const int words = (int)__shfl_sync(0xffffffffu, mine.words, j);  // a share is far below 2^31 words
+    if (words == 0) break;
+    xsc::sg_copy_words<xsc::Word16, Streaming>(g, src, dst, words, false);
   }
 }
 
@@ -91,20 +81,12 @@ int main() {
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   CHECK(xsc_cuda::prepare_launch(xsc_cuda::batch_memcpy_kernel<false>, device, &blocks));
   CHECK(xsc_cuda::prepare_small_launch(xsc_cuda::batch_memcpy_kernel<true>, device, &small_blocks));
-  const char* only = std::getenv("ORACLE_WORKLOADS");  // default: the two the targets miss, both layouts
-  const std::string wanted = std::string(",") + (only ? only : "step,tiny,step_p,tiny_p") + ",";
-  std::vector<Workload> all = workloads();
-  for (const Workload& w : pool_workloads()) all.push_back(w);
-  for (const Workload& w : all) {
-    if (wanted.find(std::string(",") + w.name + ",") == std::string::npos) continue;
+  // By default the two workloads the targets miss, in both layouts.
+  for (const Workload& w : chosen_workloads("ORACLE_WORKLOADS", "step,tiny,step_p,tiny_p")) {
     BatchBuffers buf(w, 4);  // four rotated sets, as the sweep gives these workloads
     const int sets = (int)buf.src.size();
     const long long n = (long long)buf.n;
-    auto ours = [&](int k) {
-      xsc_cuda::launch_for_batch(xsc_cuda::batch_memcpy_kernel<false>, blocks, xsc_cuda::batch_memcpy_kernel<true>,
-                                 small_blocks, 0, n, (const xsc::u64*)buf.tables[k], (const xsc::u64*)buf.tables[k] + n,
-                                 (const void*)buf.sizes[k], buf.sizes64 ? 1 : 0, (xsc::i64)n);
-    };
+    auto ours = [&](int k) { launch_ours(buf, k, blocks, small_blocks); };
     const float roof = median_ms(
         [&](int k) { CHECK(cudaMemcpyAsync(buf.dst[k], buf.src[k], buf.total, cudaMemcpyDeviceToDevice)); }, sets);
     long long bad = 0;

@@ -116,12 +116,7 @@ int main() {
   CHECK(cudaMalloc(&sink, 8));
   constexpr int kMaxSets = 4;  // buffer sets of a workload: 4 when its working set would sit in L2, else 1
   const ZeroTables zeros(kMaxSets, (long long)blocks * xsc_cuda::kThreads / 32);
-  const char* only = std::getenv("SWEEP_WORKLOADS");  // e.g. "step,tiny": run just these
-  const std::string wanted = only ? std::string(",") + only + "," : "";
-  std::vector<Workload> all = workloads();
-  for (const Workload& w : pool_workloads()) all.push_back(w);
-  for (const Workload& w : all) {
-    if (only && wanted.find(std::string(",") + w.name + ",") == std::string::npos) continue;
+  for (const Workload& w : chosen_workloads("SWEEP_WORKLOADS", nullptr)) {  // e.g. "step,tiny": just these
     long long total = 0;
     for (long long s : w.sizes) total += s;
     BatchBuffers buf(w, total * 2 < (200ll << 20) ? kMaxSets : 1);
@@ -130,11 +125,7 @@ int main() {
     const auto &src = buf.src, &dst = buf.dst;
     const auto& tables = buf.tables;
     const auto& sizes_dev = buf.sizes;
-    auto launch = [&](int k) {  // the kernel build the torch binding picks for this batch
-      xsc_cuda::launch_for_batch(xsc_cuda::batch_memcpy_kernel<false>, blocks, xsc_cuda::batch_memcpy_kernel<true>,
-                                 small_blocks, 0, (long long)n, (const xsc::u64*)tables[k],
-                                 (const xsc::u64*)tables[k] + n, (const void*)sizes_dev[k], buf.sizes64 ? 1 : 0, (xsc::i64)n);
-    };
+    auto launch = [&](int k) { launch_ours(buf, k, blocks, small_blocks); };
     long long bad = 0;
     float ours = checked_median_ms(buf, w.sizes, launch, &bad);
     float flat = median_ms([&](int k) {
