@@ -27,15 +27,16 @@ def test_opcheck_pointer_ops(target):
                           test_utils=POINTER_OP_CHECKS)
 
 
-def test_compiled_fullgraph_keeps_the_copy(target):
+def test_compiled_keeps_the_copy(target):
     batch = random_batch(random.Random(), target.device, [4096, 77, 100000])
     expected = batch.expected()
     src, dst, sizes = batch.tables()
 
-    @torch.compile(fullgraph=True, backend="aot_eager" if target.device.type == "cpu" else "inductor")
+    # Not fullgraph: the copy is a graph break on purpose (test_compile_order.py says why).
+    @torch.compile(backend="aot_eager" if target.device.type == "cpu" else "inductor")
     def step(src, dst, sizes, x):
         xpu_state_copy.batch_memcpy(src, dst, sizes)
-        return x + 1  # the copy's result is unused: only its mutation annotation keeps it alive
+        return x + 1  # the copy's result is unused: it must still happen
 
     out = step(src, dst, sizes, torch.ones(2, device=target.device))
     assert out.tolist() == [2.0, 2.0]

@@ -2,7 +2,10 @@
 
 #include <c10/util/Exception.h>
 
+#include <cstring>
 #include <string>
+
+#include "entry_sources.h"
 
 namespace xsc {
 namespace {
@@ -12,6 +15,28 @@ std::string list_str(c10::IntArrayRef values) {
   std::string out = "[";
   for (size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + std::to_string(values[i]);
   return out + "]";
+}
+
+// "0xffffd556b6400000": addresses in hex, as validate mode and the docs write them.
+std::string hex_str(uint64_t value) {
+  static const char digits[] = "0123456789abcdef";
+  std::string out;
+  do {
+    out.insert(out.begin(), digits[value & 15]);
+    value >>= 4;
+  } while (value != 0);
+  return "0x" + out;
+}
+
+// Tables on the CPU hold addresses of CPU memory that the copy dereferences right away: reading them back
+// costs nothing next to the copy, so a null address (with bytes to copy) or a range that wraps past 2**64,
+// which would crash the process or write anywhere, is refused here.
+void check_host_addresses(const at::Tensor& table, const char* name, int64_t i, int64_t bytes) {
+  uint64_t address;
+  std::memcpy(&address, static_cast<const char*>(table.data_ptr()) + i * 8, 8);
+  XSC_CHECK(address != 0, name, "[", i, "] is a null address with sizes[", i, "] = ", bytes);
+  XSC_CHECK(!xsc::range_wraps(address, bytes), name, "[", i, "] = ", hex_str(address), " + ", bytes,
+            " bytes wraps past 2**64");
 }
 
 void check_vector(const at::Tensor& t, const char* name) {
@@ -48,6 +73,9 @@ BatchMemcpyShape check_batch_memcpy_args(const at::Tensor& src_ptrs, const at::T
     for (int64_t i = 0; i < n; ++i) {
       const int64_t b = st == at::kLong ? sizes.data_ptr<int64_t>()[i] : sizes.data_ptr<int32_t>()[i];
       XSC_CHECK(b >= 0, "sizes[", i, "] = ", b, " is negative");
+      if (b == 0) continue;  // nothing is dereferenced
+      check_host_addresses(src_ptrs, "src_ptrs", i, b);
+      check_host_addresses(dst_ptrs, "dst_ptrs", i, b);
     }
   }
   return BatchMemcpyShape{n, st == at::kLong};

@@ -36,8 +36,9 @@ void write_pointers_(const at::Tensor& table, at::TensorList tensors, int64_t st
   check_pointer_table(table, "table");
   const int64_t n = (int64_t)tensors.size();
   XSC_CHECK(start >= 0, "start = ", start, " is negative");
-  XSC_CHECK(start + n <= table.numel(), "start = ", start, " with ", n, " tensors needs ", start + n,
-              " entries but table has ", table.numel());
+  // Compared as start <= numel - n: start + n overflows int64 for a start near 2**63.
+  XSC_CHECK(n <= table.numel() && start <= table.numel() - n, "start = ", start, " with ", n,
+            " tensors needs ", (uint64_t)start + (uint64_t)n, " entries but table has ", table.numel());
   if (n == 0) return;
   at::Tensor host = host_addresses(std::vector<at::Tensor>(tensors.begin(), tensors.end()));
   table.view(at::kLong).narrow(0, start, n).copy_(host);

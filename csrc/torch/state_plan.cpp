@@ -1,6 +1,7 @@
 #include "state_plan.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/util/Exception.h>
 
 #include <cstring>
@@ -126,17 +127,27 @@ at::Tensor device_state_plan(at::TensorList states, at::IntArrayRef kinds) {
   // runtime shut down at exit crashes the process.
   static auto& cache = *new std::list<std::pair<at::Tensor, at::Tensor>>();
   std::lock_guard<std::mutex> lock(mutex);
+  at::Tensor plan;
   for (auto it = cache.begin(); it != cache.end(); ++it) {
     // Both plans are small contiguous int64 CPU tensors: compare their bytes, not through the dispatcher.
     if (it->second.device() == device && it->first.numel() == host.numel() &&
         std::memcmp(it->first.data_ptr(), host.data_ptr(), host.nbytes()) == 0) {
       cache.splice(cache.begin(), cache, it);
-      return it->second;
+      plan = it->second;
+      break;
     }
   }
-  cache.emplace_front(host, host.to(device));
-  if (cache.size() > 8) cache.pop_back();
-  return cache.front().second;
+  if (!plan.defined()) {
+    cache.emplace_front(host, host.to(device));
+    plan = cache.front().second;
+    if (cache.size() > 8) cache.pop_back();
+  }
+  // The caller launches a kernel that reads the plan on the current stream. The caching allocator only
+  // knows the stream the plan was allocated on: once evicted, its memory could go to the next allocation
+  // on that stream while the kernel, queued on another stream, has not read it yet. Recording the stream
+  // makes the allocator wait for that stream's work before it reuses the memory.
+  plan.record_stream(c10::impl::VirtualGuardImpl(device.type()).getStream(device));
+  return plan;
 }
 
 }  // namespace xsc

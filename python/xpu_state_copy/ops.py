@@ -22,12 +22,27 @@ def batch_memcpy(src_ptrs: torch.Tensor, dst_ptrs: torch.Tensor, sizes: torch.Te
 
     Validate mode (``bounds=[tensors]``, or XPU_STATE_COPY_VALIDATE=1 for every call): before launching, the
     tables are read back (this synchronizes) and checked to stay inside the bound tensors' storage, not to
-    wrap past 2**64 and not to race with one another; see xpu_state_copy.validate. Eager mode only: under
-    torch.compile tracing the tables have no values to check.
+    wrap past 2**64 and not to race with one another; see xpu_state_copy.validate.
+
+    Under torch.compile the call is a graph break (so ``fullgraph=True`` cannot contain it): it always runs
+    eagerly, between the compiled code before and after it, and validate mode works there too.
     """
-    if (bounds is not None or validate.requested()) and not torch.compiler.is_compiling():
+    if torch.compiler.is_compiling():
+        return _batch_memcpy_outside_graph(src_ptrs, dst_ptrs, sizes, bounds)
+    if bounds is not None or validate.requested():
         validate.validate_batch(src_ptrs, dst_ptrs, sizes, bounds)
     _ops.batch_memcpy(src_ptrs, dst_ptrs, sizes)
+
+
+# A graph break under torch.compile, on purpose: the copy reads and writes memory that only the addresses
+# name, so a graph holding it would be free to move reads or writes of those tensors across it (or fuse
+# them into one kernel around it). Compiled code before the call finishes first, then the copy runs
+# eagerly, then compiled code after it: eager order. (An effect token would order the op only against
+# other effectful ops, not against the tensor ops around it.) Only taken while compiling: the wrapper
+# torch.compiler.disable adds costs about 5 µs per eager call.
+_batch_memcpy_outside_graph = torch.compiler.disable(batch_memcpy)
+# The same for the raw op called inside a compiled function: a graph break rather than a misplaced copy.
+torch._dynamo.disallow_in_graph(_ops.batch_memcpy)
 
 
 STATE_KINDS = {"whole": 0, "conv_sd": 1, "conv_ds": 2}
@@ -79,12 +94,24 @@ def _kind_ids(kinds: tuple) -> tuple:
         raise ValueError(f"kinds: unknown kind {error.args[0]!r}; expected one of {sorted(STATE_KINDS)}") from None
 
 
-def pointer_table(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
-    """A torch.uint64 tensor, on the tensors' device, of their data_ptr() values, computed in C++."""
+def pointer_table(tensors: Sequence[torch.Tensor], allow_non_contiguous: bool = False) -> torch.Tensor:
+    """A torch.uint64 tensor, on the tensors' device, of their data_ptr() values, computed in C++.
+
+    A non-contiguous tensor is refused unless allow_non_contiguous=True: its data_ptr() is only its first
+    element's address, and copying its nbytes from there copies the gaps and misses its end. Pass True only
+    when you compute each entry's size (and rows) yourself."""
     tensors = list(tensors)
     if not tensors:
         return torch.empty(0, dtype=torch.uint64)
     _check_one_device(tensors)
+    if not allow_non_contiguous:
+        for i, t in enumerate(tensors):
+            if not t.is_contiguous():
+                raise ValueError(
+                    f"tensors[{i}] is not contiguous (shape {list(t.shape)}, stride {list(t.stride())}): its "
+                    f"address is only its first element's, so copying its nbytes from there would copy the gaps "
+                    f"and miss its end; pass .contiguous() tensors, or allow_non_contiguous=True if you compute "
+                    f"the sizes yourself")
     return _ops.pointer_table(tensors)
 
 
@@ -97,7 +124,7 @@ def write_pointers_(table: torch.Tensor, tensors: Sequence[torch.Tensor], start:
     tensors = list(tensors)
     if tensors:
         _check_one_device(tensors)
-        _ops.write_pointers_(table, tensors, start)
+    _ops.write_pointers_(table, tensors, start)  # even for no tensors: the table and start are still checked
     return table
 
 
@@ -109,24 +136,35 @@ def _check_one_device(tensors):
             raise RuntimeError(f"tensors[{i}] is on {t.device} but tensors[0] is on {tensors[0].device}")
 
 
+# The fake implementations also serve the meta device: a call that mixes a meta tensor with real ones
+# dispatches here, so they repeat the C++ device checks; otherwise such a call would silently copy nothing.
 @torch.library.register_fake("xpu_state_copy::batch_memcpy")
 def _batch_memcpy_fake(src_ptrs, dst_ptrs, sizes):
-    return None
+    for name, t in (("dst_ptrs", dst_ptrs), ("sizes", sizes)):
+        if t.device != src_ptrs.device:
+            raise RuntimeError(f"{name} is on {t.device} but src_ptrs is on {src_ptrs.device}; all three must "
+                               f"be on the device whose memory the addresses point into")
 
 
 @torch.library.register_fake("xpu_state_copy::_sycl_batch_memcpy")
 def _sycl_batch_memcpy_fake(src_ptrs, dst_ptrs, sizes):
-    return None
+    _batch_memcpy_fake(src_ptrs, dst_ptrs, sizes)
 
 
 @torch.library.register_fake("xpu_state_copy::copy_states_")
 def _copy_states_fake(states, kinds, src_blocks, dst_blocks, shifts):
-    return None
+    if not states:
+        return
+    device = states[0].device
+    named = [(f"states[{j}]", s) for j, s in enumerate(states)]
+    for name, t in named + [("src_blocks", src_blocks), ("dst_blocks", dst_blocks), ("shifts", shifts)]:
+        if t.device != device:
+            raise RuntimeError(f"{name} is on {t.device} but states[0] is on {device}")
 
 
 @torch.library.register_fake("xpu_state_copy::_sycl_copy_states_")
 def _sycl_copy_states_fake(states, kinds, src_blocks, dst_blocks, shifts):
-    return None
+    _copy_states_fake(states, kinds, src_blocks, dst_blocks, shifts)
 
 
 @torch.library.register_fake("xpu_state_copy::pointer_table")
@@ -136,4 +174,11 @@ def _pointer_table_fake(tensors):
 
 @torch.library.register_fake("xpu_state_copy::write_pointers_")
 def _write_pointers_fake(table, tensors, start=0):
-    return None
+    # The table may live elsewhere than the tensors (a host table of device addresses), but a meta tensor
+    # has no memory: mixed with real ones, nothing would be written.
+    named = [("table", table)] + [(f"tensors[{i}]", t) for i, t in enumerate(tensors)]
+    meta = [name for name, t in named if t.device.type == "meta"]
+    real = [(name, t.device) for name, t in named if t.device.type != "meta"]
+    if meta and real:
+        raise RuntimeError(f"{meta[0]} is on meta but {real[0][0]} is on {real[0][1]}; a meta tensor has no "
+                           f"address: pass real tensors (or only meta ones, to trace shapes)")

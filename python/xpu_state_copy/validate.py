@@ -3,7 +3,8 @@
 A copy kernel that takes raw addresses corrupts memory silently when handed a bad table. Validation reads
 the tables back to the host (so it synchronizes with the device, which is why it is opt-in) and checks:
 
-* every size is >= 0 and no [address, address + size) wraps past 2**64;
+* every size is >= 0, no address with bytes to copy is null, and no [address, address + size) wraps past
+  2**64;
 * with `bounds`, every source and destination range lies inside the storage of one of the bound tensors;
 * no two entries' destination ranges overlap, and no destination overlaps another entry's source
   (an entry may overlap itself: that is a memmove).
@@ -89,6 +90,10 @@ def validate_batch(src_ptrs: torch.Tensor, dst_ptrs: torch.Tensor, sizes: torch.
     if negative.size:
         raise UnsafeBatch(f"sizes[{negative[0]}] = {n[negative[0]]} is negative")
     for name, starts in (("source", src), ("destination", dst)):
+        nulls = np.flatnonzero((n > 0) & (starts == 0))
+        if nulls.size:
+            i = nulls[0]
+            raise UnsafeBatch(f"entry {i}: {name} address is null with {n[i]} bytes to copy")
         wraps = np.flatnonzero((n > 0) & (starts + n.astype(np.uint64) < starts))
         if wraps.size:
             i = wraps[0]
