@@ -1,0 +1,110 @@
+// The overflow-safe helpers of csrc/core/entry_sources.h and the copy_states_ spans built with them, on the
+// host, at the int32 / int64 limits: every span either lies inside its state's block (source and
+// destination) or is empty. Shifts and block ids live on the device and are never checked on the host, so
+// this is the only thing between a bad value and a write outside the state.
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <vector>
+
+#include "entry_sources.h"
+
+namespace {
+
+using namespace xsc;
+
+int failures = 0;
+
+void expect(bool ok, const char* what, long long a, long long b) {
+  if (!ok) {
+    std::printf("FAILED: %s (%lld, %lld)\n", what, a, b);
+    ++failures;
+  }
+}
+
+constexpr i64 kMax = std::numeric_limits<i64>::max();
+constexpr i64 kMin = std::numeric_limits<i64>::min();
+
+void test_checked_product() {
+  const i64 values[] = {0, 1, 2, 3, 16, 24, (1ll << 31) - 1, 1ll << 31, 1ll << 32, (1ll << 60) - 1,
+                        1ll << 62, kMax - 1, kMax, -1, -16, kMin};
+  for (i64 a : values)
+    for (i64 b : values)
+      for (i64 limit : {i64(0), i64(15), i64(4096), (i64)1 << 40, kMax}) {
+        const i64 got = checked_product(a, b, limit);
+        // Reference in 128-bit arithmetic.
+        const __int128 exact = (__int128)a * b;
+        const bool fits = a >= 0 && b >= 0 && exact <= limit;
+        expect(fits ? got == (i64)exact : got == -1, "checked_product", a, b);
+      }
+}
+
+void test_checked_offset() {
+  for (i64 count : {i64(0), i64(1), i64(4), kMax})
+    for (i64 index : {kMin, i64(-1), i64(0), i64(3), i64(4), kMax - 1, kMax})
+      for (i64 stride : {i64(0), i64(64), (i64)1 << 40, kMax}) {
+        const i64 got = checked_offset(index, count, stride);
+        const bool in_range = index >= 0 && index < count;
+        const __int128 exact = (__int128)index * stride;
+        expect(in_range && exact <= kMax ? got == (i64)exact : got == -1, "checked_offset", index, stride);
+      }
+}
+
+void test_range_wraps() {
+  expect(!range_wraps(0, 0), "range_wraps 0 + 0", 0, 0);
+  expect(!range_wraps(~0ull - 15, 15), "range_wraps below the top", 15, 0);
+  expect(range_wraps(~0ull - 15, 16), "range_wraps reaching 2**64", 16, 0);
+  expect(range_wraps(~0ull, 1), "range_wraps at the top", 1, 0);
+  expect(!range_wraps(1ull << 63, kMax), "range_wraps ending at 2**64 - 1", kMax, 0);
+  expect(range_wraps((1ull << 63) + 1, kMax), "range_wraps reaching 2**64 from above half", kMax, 0);
+}
+
+// A pool of 4 blocks of 4 tokens x 4 floats (the case); the state is its first 3 blocks.
+void test_state_spans_at_the_limits() {
+  const u64 base = 1ull << 40;
+  const i64 block = 4 * 4 * 4, blocks = 3;
+  for (int kind = 1; kind <= 2; ++kind) {
+    std::vector<i64> plan(kPlanFields);
+    plan[kBase] = (i64)base;
+    plan[kBlockStride] = block;
+    plan[kBlocks] = blocks;
+    plan[kRows] = kind == 1 ? 1 : 4;
+    plan[kRowStride] = kind == 1 ? 0 : 16;
+    plan[kRowBytes] = kind == 1 ? block : 16;
+    plan[kTokenBytes] = kind == 1 ? 16 : 4;
+    const i64 tb = plan[kTokenBytes];
+    std::vector<i64> ids = {kMin, -2, -1, 0, 2, 3, (1ll << 31) - 1, 1ll << 62, kMax};
+    std::vector<i64> shifts = {kMin, -1, 0, 1, 3, 4, 5, (1ll << 31) - 1, (1ll << 60) - 1, 1ll << 62, kMax};
+    for (i64 wrap_to : {-64, -16, -4, 4, 16}) shifts.push_back((i64)((((unsigned __int128)1 << 64) + wrap_to) / tb));
+    for (i64 sb : ids)
+      for (i64 db : ids)
+        for (i64 shift : shifts) {
+          if (shift < 0 && shift != kMin && shift != -1) continue;
+          const i64 s_ids[1] = {sb}, d_ids[1] = {db}, sh[1] = {shift};
+          const StatePlanSource source{plan.data(), 1, s_ids, d_ids, sh, 1, 1};
+          const Span s = source.span(0);
+          if (s.rows == 0 || s.row_bytes == 0) continue;  // empty: copies nothing
+          const bool valid = sb >= 0 && sb < blocks && db >= 0 && db < blocks && shift >= 0;
+          expect(valid, "a span for an invalid request", sb, shift);
+          expect(s.row_bytes > 0 && s.row_bytes <= plan[kRowBytes], "row bytes", s.row_bytes, shift);
+          const u64 last = (u64)(s.rows - 1) * s.src_stride;
+          const u64 src_block = base + (u64)sb * block, dst_block = base + (u64)db * block;
+          expect(s.src >= src_block && s.src + last + s.row_bytes <= src_block + block, "source inside its block",
+                 sb, shift);
+          expect(s.dst >= dst_block && s.dst + last + s.row_bytes <= dst_block + block,
+                 "destination inside its block", db, shift);
+        }
+  }
+}
+
+}  // namespace
+
+int main() {
+  test_checked_product();
+  test_checked_offset();
+  test_range_wraps();
+  test_state_spans_at_the_limits();
+  if (failures) return 1;
+  std::printf("checked spans: all cases OK\n");
+  return 0;
+}
