@@ -52,9 +52,16 @@ def test_copy_states_with_ids_and_shifts_at_the_limits(target, data):
     id_dtype = data.draw(st.sampled_from([torch.int32, torch.int64]))
     lo, hi = INT32 if id_dtype == torch.int32 else INT64
     token_bytes = sorted({_token_bytes(v, k) for v, k in zip(views, kinds) if k != "whole"}) or [1]
+    # Shifts whose product with a real token size wraps int64 to a small negative number: the row would grow
+    # by that much (int64 ids only: an int32 shift times a token size cannot wrap).
+    wrapping = [(2**64 + w) // tb for tb in token_bytes for w in (-64, -16, -1) if (2**64 + w) // tb <= hi] or [hi]
+    # Half the examples keep every id valid, so that the CPU, which refuses invalid ids, copies too.
+    choices = ["keep", "shift", "wrap", "wrap"] + (["neg_shift", "src", "dst"] if data.draw(st.booleans()) else [])
     for r in range(len(src)):
-        what = data.draw(st.sampled_from(["keep", "shift", "neg_shift", "src", "dst"]))
-        if what == "shift":
+        what = data.draw(st.sampled_from(choices))
+        if what == "wrap":
+            shifts[r] = data.draw(st.sampled_from(wrapping))
+        elif what == "shift":
             shifts[r] = data.draw(extreme_shift(token_bytes, 0, hi))
         elif what == "neg_shift":
             shifts[r] = data.draw(st.sampled_from([-1, lo, lo + 1, -2**31]).filter(lambda v: v >= lo))

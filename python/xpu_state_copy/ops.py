@@ -38,8 +38,8 @@ def batch_memcpy(src_ptrs: torch.Tensor, dst_ptrs: torch.Tensor, sizes: torch.Te
 # name, so a graph holding it would be free to move reads or writes of those tensors across it (or fuse
 # them into one kernel around it). Compiled code before the call finishes first, then the copy runs
 # eagerly, then compiled code after it: eager order. (An effect token would order the op only against
-# other effectful ops, not against the tensor ops around it.) Only taken while compiling: the wrapper
-# torch.compiler.disable adds costs about 5 µs per eager call.
+# other effectful ops, not against the tensor ops around it.) Only taken while compiling: the wrapper that
+# torch.compiler.disable adds cost 5 µs per eager call (torch 2.13, a shared 2-core x86 CPU).
 _batch_memcpy_outside_graph = torch.compiler.disable(batch_memcpy)
 # The same for the raw op called inside a compiled function: a graph break rather than a misplaced copy.
 torch._dynamo.disallow_in_graph(_ops.batch_memcpy)
