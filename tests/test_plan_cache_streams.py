@@ -11,10 +11,14 @@ from conftest import HAS_CUDA
 needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device and a CUDA build")
 
 CACHED_PLANS = 8  # device_state_plan keeps this many
+# 50 states make a plan of 50 * 7 int64 = 2800 bytes, which the caching allocator rounds to 3072: a size no
+# other tensor here has (each pool is 1920 bytes, rounded to 2048), so the first plan allocated after the
+# eviction takes exactly the evicted plan's block when nothing protects it.
+STATES = 50
 
 
-def _pools(n_states, blocks=4):
-    return [torch.randn(blocks, 3, 64, device="cuda") for _ in range(n_states)]
+def _pools(n_states=STATES, blocks=4):
+    return [torch.randn(blocks, 3, 40, device="cuda") for _ in range(n_states)]
 
 
 @needs_cuda
@@ -22,12 +26,12 @@ def _pools(n_states, blocks=4):
 def test_evicted_plan_outlives_a_kernel_on_another_stream(rounds):
     for _ in range(rounds):
         ids = lambda v: torch.tensor([v], device="cuda")  # noqa: E731
-        pools = _pools(2)
-        kinds = ["whole", "whole"]
+        pools = _pools()
+        kinds = ["whole"] * STATES
         # The plan is built and allocated on the default stream.
         xpu_state_copy.copy_states_(pools, kinds, ids(-1), ids(-1), ids(0))
         src, dst, shifts = ids(0), ids(1), ids(0)
-        others = [_pools(2) for _ in range(2 * CACHED_PLANS)]
+        others = [_pools() for _ in range(2 * CACHED_PLANS)]
         others_before = [[p.clone() for p in o] for o in others]
         skip = ids(-1)
         expected = [p.clone() for p in pools]
