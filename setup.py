@@ -128,7 +128,7 @@ def main():
             ext_modules.append(ce.CppExtension(name, sources, include_dirs=INCLUDES, define_macros=macros,
                                                extra_compile_args={"cxx": CXX_FLAGS}))
 
-    info = build_info(use_aot, use_cuda, use_jit)
+    info = build_info(use_aot, use_cuda and not use_aot, use_jit)  # _C is one of the two
 
     class BuildPyWithInfo(build_py):
         """Writes _build_info.py into the build folder (so into the wheel), never into the source tree."""

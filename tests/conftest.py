@@ -32,8 +32,9 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     if REQUIRE_XPU and report.skipped and isinstance(report.longrepr, tuple) and NO_XPU in str(report.longrepr[2]):
+        reason = str(report.longrepr[2]).replace("Skipped: ", "", 1)
         report.outcome = "failed"
-        report.longrepr = f"XPU_STATE_COPY_REQUIRE_XPU=1 turns this skip into a failure: {report.longrepr[2]}"
+        report.longrepr = f"XPU_STATE_COPY_REQUIRE_XPU=1 turns this skip into a failure: {reason}"
 
 
 def _sycl_cpu_skip():
