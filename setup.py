@@ -8,16 +8,24 @@ Which modules are built depends on what this machine has:
   _sycl_jit   when intel-sycl-rt's headers and libsycl are found and icpx is not used: host code built by the
               ordinary C++ compiler, the kernel compiled at run time by SYCL's kernel compiler (backend
               "sycl-jit"), for XPU tensors on an XPU torch and for CPU tensors on the OpenCL CPU device.
+  _build_info.py  how this build was made (torch version and C++ ABI, backends), read before _C is loaded.
 Environment: XPU_STATE_COPY_BUILD_CUDA / XPU_STATE_COPY_BUILD_SYCL = 0 or 1 force a part off or on;
+XPU_STATE_COPY_BUILD_SYCL_AOT=0 builds sycl-jit even where icpx is found (=1: sycl-aot or a build error);
 SYCL_ROOT names the prefix holding include/sycl and lib/libsycl.so (default: this Python's prefix).
+
+The source lists live in module_sources() alone: tests/test_xpu_compile.py loads this file (without running
+the build below, which sits under __main__) to type-check every translation unit an XPU build compiles.
 """
+import importlib.metadata
 import os
 import pathlib
+import pprint
 import shutil
 import sys
 
 import torch
 from setuptools import setup
+from setuptools.command.build_py import build_py
 from torch.utils import cpp_extension as ce
 
 ROOT = pathlib.Path(__file__).resolve().parent
@@ -42,14 +50,6 @@ def rel(*parts):
     return str(pathlib.Path(*parts))  # setuptools wants paths relative to setup.py
 
 
-TORCH_XPU = hasattr(torch, "xpu") and torch.xpu._is_compiled()
-USE_AOT = wanted("SYCL", True) and TORCH_XPU and shutil.which("icpx") is not None
-USE_CUDA = wanted("CUDA", torch.version.cuda is not None and ce.CUDA_HOME is not None)
-PREFIX = sycl_prefix()
-USE_JIT = wanted("SYCL", PREFIX is not None) and not USE_AOT
-if USE_JIT and PREFIX is None:
-    sys.exit("XPU_STATE_COPY_BUILD_SYCL=1 but no SYCL headers were found: pip install intel-sycl-rt, or set SYCL_ROOT")
-
 # No -std here: torch.utils.cpp_extension picks the standard this torch was built with (C++20 on newer
 # releases); forcing an older one miscompiles torch's own inline helpers (seen: crashes while formatting errors).
 CXX_FLAGS = ["-O3"]
@@ -59,53 +59,99 @@ CORE = [rel("csrc", "torch", f) for f in ("schema.cpp", "checks.cpp", "state_pla
 SYCL_OPS = [rel("csrc", "torch", "sycl_ops.cpp"), rel("csrc", "sycl", "launcher.cpp")]
 INCLUDES = [str(ROOT / "csrc" / d) for d in ("core", "sycl", "torch")] + [str(GENERATED)]
 
-ext_modules = []
-if USE_AOT:
-    ext_modules.append(ce.SyclExtension(
-        "xpu_state_copy._C",
-        CORE + SYCL_OPS + [rel("csrc", "sycl", "kernel_provider_aot.sycl")],
-        include_dirs=INCLUDES,
-        define_macros=[("XSC_KERNEL_AOT", None), ("XSC_WITH_TORCH_XPU", None)],
-        extra_compile_args={"cxx": CXX_FLAGS, "sycl": ["-O3"]},
-    ))
-elif USE_CUDA:
-    ext_modules.append(ce.CUDAExtension(
-        "xpu_state_copy._C",
-        CORE + [rel("csrc", "cuda", "batch_memcpy_cuda.cu")],
-        include_dirs=INCLUDES,
-        define_macros=[("XSC_WITH_CUDA", None)],
-        extra_compile_args={"cxx": CXX_FLAGS, "nvcc": ["-O3", "--expt-relaxed-constexpr"]},
-    ))
-else:
-    ext_modules.append(ce.CppExtension("xpu_state_copy._C", CORE, include_dirs=INCLUDES,
-                                       extra_compile_args={"cxx": CXX_FLAGS}))
 
-if USE_JIT:
-    embed_sources.write_if_changed(GENERATED / "kernel_sources.inc")
-    lib = str(PREFIX / "lib")
-    ext_modules.append(ce.CppExtension(
-        "xpu_state_copy._sycl_jit",
-        SYCL_OPS + [rel("csrc", "torch", "checks.cpp"), rel("csrc", "torch", "state_plan.cpp"),
-                    rel("csrc", "torch", "sycl_module.cpp"),
-                    rel("csrc", "sycl", "kernel_provider_jit.cpp")],
-        include_dirs=INCLUDES + [str(PREFIX / "include"), str(PREFIX / "include" / "sycl")],
-        library_dirs=[lib],
-        libraries=["sycl"] + (["c10_xpu", "torch_xpu"] if TORCH_XPU else []),
-        define_macros=[("XSC_WITH_TORCH_XPU", None)] if TORCH_XPU else [],
-        # The runtime sits in the environment's lib/: found relative to site-packages once installed.
-        extra_link_args=[f"-Wl,-rpath,{lib}", "-Wl,-rpath,$ORIGIN/../../.."],
-        extra_compile_args={"cxx": CXX_FLAGS + SYCL_HOST_FLAGS},
-    ))
+def module_sources(aot, cuda, jit, torch_xpu):
+    """{module name: (sources, define_macros)} for one build configuration."""
+    modules = {}
+    if aot:
+        modules["xpu_state_copy._C"] = (CORE + SYCL_OPS + [rel("csrc", "sycl", "kernel_provider_aot.sycl")],
+                                        [("XSC_KERNEL_AOT", None), ("XSC_WITH_TORCH_XPU", None)])
+    elif cuda:
+        modules["xpu_state_copy._C"] = (CORE + [rel("csrc", "cuda", "batch_memcpy_cuda.cu")], [("XSC_WITH_CUDA", None)])
+    else:
+        modules["xpu_state_copy._C"] = (CORE, [])
+    if jit:
+        modules["xpu_state_copy._sycl_jit"] = (
+            SYCL_OPS + [rel("csrc", "torch", "checks.cpp"), rel("csrc", "torch", "state_plan.cpp"),
+                        rel("csrc", "torch", "sycl_module.cpp"), rel("csrc", "sycl", "kernel_provider_jit.cpp")],
+            [("XSC_WITH_TORCH_XPU", None)] if torch_xpu else [])
+    return modules
 
-# One build folder per torch and configuration: setuptools packs everything under its build folder into the
-# wheel, so a module built earlier for another configuration (another torch, or with SYCL) must not be there.
-CONFIG = "-".join([torch.__version__.replace("+", "_")] + [name for name, on in
-                  (("aot", USE_AOT), ("cuda", USE_CUDA), ("jit", USE_JIT)) if on])
 
-setup(
-    options={"build": {"build_base": str(pathlib.Path("build") / f"torch-{CONFIG}")}},
-    packages=["xpu_state_copy", "xpu_state_copy.benchmarks"],
-    package_dir={"xpu_state_copy": "python/xpu_state_copy", "xpu_state_copy.benchmarks": "benchmarks"},
-    ext_modules=ext_modules,
-    cmdclass={"build_ext": ce.BuildExtension.with_options(use_ninja=shutil.which("ninja") is not None)},
-)
+def build_info(aot, cuda, jit):
+    """What _build_info.py records: the import compares `torch` with the torch it runs under."""
+    def version(package):
+        try:
+            return importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    backends = {"cpu": True, "sycl-jit": jit,
+                "sycl-aot": {"targets": os.environ.get("TORCH_XPU_ARCH_LIST") or "spir64"} if aot else False,
+                "cuda": {"cuda": torch.version.cuda, "arch_list": os.environ.get("TORCH_CUDA_ARCH_LIST")} if cuda else False}
+    return {"torch": torch.__version__, "torch_cxx11_abi": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
+            "torch_xpu": TORCH_XPU, "torch_cuda": torch.version.cuda, "backends": backends,
+            "python": "%d.%d" % sys.version_info[:2], "sycl_runtime": version("intel-sycl-rt") if jit else None}
+
+
+TORCH_XPU = hasattr(torch, "xpu") and torch.xpu._is_compiled()
+
+
+def main():
+    use_aot = wanted("SYCL_AOT", wanted("SYCL", True) and TORCH_XPU and shutil.which("icpx") is not None)
+    use_cuda = wanted("CUDA", torch.version.cuda is not None and ce.CUDA_HOME is not None)
+    prefix = sycl_prefix()
+    use_jit = wanted("SYCL", prefix is not None) and not use_aot
+    if use_jit and prefix is None:
+        sys.exit("XPU_STATE_COPY_BUILD_SYCL=1 but no SYCL headers were found: pip install intel-sycl-rt, or set SYCL_ROOT")
+
+    ext_modules = []
+    for name, (sources, macros) in module_sources(use_aot, use_cuda, use_jit, TORCH_XPU).items():
+        if name.endswith("._sycl_jit"):
+            embed_sources.write_if_changed(GENERATED / "kernel_sources.inc")
+            lib = str(prefix / "lib")
+            ext_modules.append(ce.CppExtension(
+                name, sources, define_macros=macros,
+                include_dirs=INCLUDES + [str(prefix / "include"), str(prefix / "include" / "sycl")],
+                library_dirs=[lib], libraries=["sycl"] + (["c10_xpu", "torch_xpu"] if TORCH_XPU else []),
+                # The runtime sits in the environment's lib/: found relative to site-packages once installed.
+                extra_link_args=[f"-Wl,-rpath,{lib}", "-Wl,-rpath,$ORIGIN/../../.."],
+                extra_compile_args={"cxx": CXX_FLAGS + SYCL_HOST_FLAGS}))
+        elif use_aot:
+            ext_modules.append(ce.SyclExtension(name, sources, include_dirs=INCLUDES, define_macros=macros,
+                                                extra_compile_args={"cxx": CXX_FLAGS, "sycl": ["-O3"]}))
+        elif use_cuda:
+            ext_modules.append(ce.CUDAExtension(
+                name, sources, include_dirs=INCLUDES, define_macros=macros,
+                extra_compile_args={"cxx": CXX_FLAGS, "nvcc": ["-O3", "--expt-relaxed-constexpr"]}))
+        else:
+            ext_modules.append(ce.CppExtension(name, sources, include_dirs=INCLUDES, define_macros=macros,
+                                               extra_compile_args={"cxx": CXX_FLAGS}))
+
+    info = build_info(use_aot, use_cuda and not use_aot, use_jit)  # _C is one of the two
+
+    class BuildPyWithInfo(build_py):
+        """Writes _build_info.py into the build folder (so into the wheel), never into the source tree."""
+
+        def run(self):
+            super().run()
+            target = pathlib.Path(self.build_lib) / "xpu_state_copy" / "_build_info.py"
+            target.write_text('"""How this copy of xpu_state_copy was built (written by setup.py)."""\n'
+                              f"BUILD_INFO = {pprint.pformat(info, sort_dicts=True)}\n")
+
+    # One build folder per torch and configuration: setuptools packs everything under its build folder into the
+    # wheel, so a module built earlier for another configuration (another torch, or with SYCL) must not be there.
+    config = "-".join([torch.__version__.replace("+", "_")] + [name for name, on in
+                      (("aot", use_aot), ("cuda", use_cuda), ("jit", use_jit)) if on])
+    setup(
+        options={"build": {"build_base": str(pathlib.Path("build") / f"torch-{config}")}},
+        packages=["xpu_state_copy", "xpu_state_copy.benchmarks"],
+        package_dir={"xpu_state_copy": "python/xpu_state_copy", "xpu_state_copy.benchmarks": "benchmarks"},
+        ext_modules=ext_modules,
+        cmdclass={"build_ext": ce.BuildExtension.with_options(use_ninja=shutil.which("ninja") is not None),
+                  "build_py": BuildPyWithInfo},
+    )
+
+
+if __name__ == "__main__":  # setuptools' build backend runs this file as __main__
+    main()

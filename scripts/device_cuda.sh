@@ -6,7 +6,7 @@
 # Stage entry_tiles runs benchmarks/cuda_entry_tiles.cu once per ENTRY_TILES="tiles:min_blocks:loads ...";
 # stage oracle runs benchmarks/cuda_oracle.cu (ORACLE_WORKLOADS="step,tiny_p ..." picks workloads).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-build/device}
 STAGES=${STAGES:-"sweep build test bench"}
 TIMELINE_DEFINES=${TIMELINE_DEFINES:-"-"}
@@ -56,6 +56,7 @@ if has test; then
 fi
 if has bench; then
   echo "== bench"
+  # shellcheck disable=SC2086  # BENCH_ARGS is a list of arguments
   "$PY" -m xpu_state_copy bench --device cuda --out "$OUT/bench" ${BENCH_ARGS:-} 2>"$OUT/bench_progress.txt" \
     | tee "$OUT/bench.txt"
 fi

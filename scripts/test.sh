@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# The whole test suite: pytest (every target this machine has) and the C++ tests of the torch-free core
-# (ctest, on the SYCL CPU device). Run scripts/setup.sh first.
+# The whole test suite: pytest (every target this machine has, the XPU compile checks, the workflow lint)
+# and the C++ tests of the torch-free core (ctest, on the SYCL CPU device). Run scripts/setup.sh first: the
+# suite tests the wheel it installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PY="$VENV/bin/python"
 [ -x "$PY" ] || { echo "no $VENV: run scripts/setup.sh first" >&2; exit 2; }
-export PATH="$(cd "$VENV/bin" && pwd):$PATH"
+VENV_BIN=$(cd "$VENV/bin" && pwd)
+export PATH="$VENV_BIN:$PATH"
 # The SYCL CPU backend is part of what is tested here: its absence fails the run instead of skipping.
 export XPU_STATE_COPY_REQUIRE_SYCL=${XPU_STATE_COPY_REQUIRE_SYCL:-1}
+# Likewise the workflow and shell lint (actionlint, shellcheck: setup.sh installs them).
+export XPU_STATE_COPY_REQUIRE_LINT=${XPU_STATE_COPY_REQUIRE_LINT:-1}
 # Likewise the tests against real vLLM releases (installed from PyPI into .cache/vllm-envs on first use).
 export XPU_STATE_COPY_REQUIRE_VLLM=${XPU_STATE_COPY_REQUIRE_VLLM:-1}
 

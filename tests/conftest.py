@@ -2,7 +2,9 @@
 
 Every copy test runs on each place a copy can run: native CPU, the SYCL kernel on the Intel OpenCL CPU
 device, and CUDA / XPU tensors where this machine has them. Set XPU_STATE_COPY_REQUIRE_SYCL=1 (CI does) to
-turn a missing SYCL CPU backend into a failure instead of a skip.
+turn a missing SYCL CPU backend into a failure instead of a skip, and XPU_STATE_COPY_REQUIRE_XPU=1 (the Intel
+GPU runner's workflow does) to turn every "no XPU device" skip into a failure: a runner that lost its GPU, or
+an environment whose torch is not an XPU build, then fails instead of passing on the CPU cases alone.
 """
 import os
 
@@ -14,6 +16,25 @@ import xpu_state_copy
 SYCL_ORIGIN, SYCL_REASON = xpu_state_copy.sycl_status()
 HAS_CUDA = torch.cuda.is_available() and xpu_state_copy._loader._C.built_with_cuda
 HAS_XPU = hasattr(torch, "xpu") and torch.xpu.is_available()
+NO_XPU = "no XPU device"  # the skip reason XPU_STATE_COPY_REQUIRE_XPU=1 turns into a failure
+REQUIRE_XPU = os.environ.get("XPU_STATE_COPY_REQUIRE_XPU") == "1"
+
+
+def pytest_sessionstart(session):
+    if REQUIRE_XPU and not HAS_XPU:
+        why = ("torch is not an XPU build" if not (hasattr(torch, "xpu") and torch.xpu._is_compiled())
+               else "torch.xpu.is_available() is False: check the GPU driver and ZE_AFFINITY_MASK")
+        pytest.exit(f"XPU_STATE_COPY_REQUIRE_XPU=1 but torch {torch.__version__} sees {NO_XPU} ({why})", returncode=1)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if REQUIRE_XPU and report.skipped and isinstance(report.longrepr, tuple) and NO_XPU in str(report.longrepr[2]):
+        reason = str(report.longrepr[2]).replace("Skipped: ", "", 1)
+        report.outcome = "failed"
+        report.longrepr = f"XPU_STATE_COPY_REQUIRE_XPU=1 turns this skip into a failure: {reason}"
 
 
 def _sycl_cpu_skip():
@@ -26,7 +47,7 @@ TARGETS = [
     pytest.param("cpu", id="cpu-native"),
     pytest.param("sycl-cpu", id="sycl-cpu", marks=_sycl_cpu_skip()),
     pytest.param("cuda", id="cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA device/build")),
-    pytest.param("xpu", id="xpu", marks=pytest.mark.skipif(not HAS_XPU, reason="no XPU device")),
+    pytest.param("xpu", id="xpu", marks=pytest.mark.skipif(not HAS_XPU, reason=NO_XPU)),
 ]
 
 

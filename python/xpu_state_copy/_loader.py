@@ -11,6 +11,8 @@ import sys
 
 import torch
 
+from . import _build
+
 
 def _sycl_library_dirs():
     """lib/ folders that may hold intel-opencl-rt's libintelocl.so: this environment's, then SYCL_ROOT's."""
@@ -28,7 +30,14 @@ def _set_sycl_environment():
 
 
 _set_sycl_environment()
-from . import _C  # noqa: E402  registers the schemas and the native implementations
+_build.warn_if_mismatch()
+try:
+    from . import _C  # noqa: E402  registers the schemas and the native implementations
+except ImportError as error:
+    explained = _build.explain_load_failure(error, "xpu_state_copy._C")
+    if explained is None:
+        raise
+    raise explained from error
 
 _sycl_module = None
 _sycl_error = None
@@ -37,8 +46,8 @@ try:
 except ModuleNotFoundError as error:
     if error.name != "xpu_state_copy._sycl_jit":  # the module is there, something it needs is not
         _sycl_error = error
-except ImportError as error:  # built, but its SYCL runtime (libsycl) is missing now
-    _sycl_error = error
+except ImportError as error:  # built, but its SYCL runtime (libsycl) is missing now, or another torch is here
+    _sycl_error = _build.explain_load_failure(error, "xpu_state_copy._sycl_jit") or error
 
 
 class BackendUnavailable(RuntimeError):

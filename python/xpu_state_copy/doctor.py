@@ -1,9 +1,10 @@
 """Check this environment for vLLM's "Overflow when unpacking long long" crash on Intel GPUs.
 
-Reports the target device, torch and its XPU build, XPU devices and driver/runtime versions, our copy
+Reports how xpu_state_copy was built (and whether for the torch installed here), the target device, torch and its XPU build, XPU devices and driver/runtime versions, our copy
 backend per device, the installed vLLM and whether its mamba_utils stores raw addresses into int64 tables,
 whether our vLLM plugin is registered and what it would patch, a live allocation's address, and a self-test
-copy. Exit status 1 when it finds an affected setup without the fix (or a failed self-test), else 0.
+copy. Exit status 1 when it finds an affected setup without the fix, a build made for another torch release,
+or a failed self-test, else 0.
 """
 import importlib
 import importlib.metadata
@@ -50,6 +51,12 @@ def check_torch():
                                     "driver_version": getattr(props, "driver_version", None),
                                     "platform": getattr(props, "platform_name", None)})
     return info
+
+
+def check_build():
+    from . import _build
+
+    return {"recorded": _build.build_info(), "torch_mismatch": _build.torch_mismatch()}
 
 
 def check_runtimes():
@@ -115,6 +122,8 @@ def problems(report):
     """The findings that make this setup crash or copy wrongly; empty when it is fine."""
     found = []
     probe_result, vllm = report.get("probe", {}), report.get("vllm", {})
+    if report.get("build", {}).get("torch_mismatch"):
+        found.append(report["build"]["torch_mismatch"])
     if "error" in probe_result or not probe_result.get("selftest_ok", False):
         found.append(f"self-test copy failed: {probe_result.get('error', 'wrong bytes')}")
     high = bool(probe_result.get("address_has_bit_63"))
@@ -136,18 +145,30 @@ def collect(args):
         devices += [torch.device("xpu", i) for i in range(torch.xpu.device_count())]
     current = devices[-1] if len(devices) == 1 else torch.device("xpu", torch.xpu.current_device())
     report = {"python": platform.python_version(), "vllm_target_device": os.environ.get("VLLM_TARGET_DEVICE"),
-              "torch": _guard(check_torch), "runtimes": _guard(check_runtimes),
+              "build": _guard(check_build), "torch": _guard(check_torch), "runtimes": _guard(check_runtimes),
               "backends": _guard(check_backends, devices),
               "vllm": _guard(check_vllm, not args.skip_vllm_import), "probe": _guard(probe, current)}
     report["problems"] = problems(report)
     return report
 
 
+def _build_line(build):
+    recorded = build.get("recorded")
+    if not recorded:
+        return f"built for            {build.get('error', 'unknown (no build record: not built by setup.py)')}"
+    backends = recorded["backends"]
+    names = [name for name in ("sycl-aot", "sycl-jit", "cuda", "cpu") if backends.get(name)]
+    if backends.get("sycl-aot"):
+        names[names.index("sycl-aot")] = f"sycl-aot ({backends['sycl-aot']['targets']})"
+    return (f"built for            torch {recorded['torch']} (CXX11 ABI: {recorded['torch_cxx11_abi']}, "
+            f"XPU build: {recorded['torch_xpu']}), backends: {', '.join(names)}")
+
+
 def _text(report):
     torch_info, vllm, probe_result = report["torch"], report["vllm"], report["probe"]
     lines = [f"VLLM_TARGET_DEVICE   {report['vllm_target_device']}",
              f"torch                {torch_info.get('version')} (XPU build: {torch_info.get('xpu_build')}, "
-             f"XPU runtime: {torch_info.get('xpu_runtime')})"]
+             f"XPU runtime: {torch_info.get('xpu_runtime')})", _build_line(report.get("build", {}))]
     for device in torch_info.get("devices", []):
         lines.append(f"XPU {device['index']}                {device['name']} (driver {device['driver_version']})")
     runtimes = report["runtimes"]
