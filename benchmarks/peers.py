@@ -5,7 +5,7 @@ rotation set.  Everything a caller would build once (address tables, lists of
 views) is built here, outside the timed region, as vLLM does.
 """
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 import torch
@@ -14,6 +14,7 @@ from . import triton_peers
 
 ROOFLINE = "contiguous"
 OURS = "ours"
+COPY_STATES = "copy_states"
 
 
 @dataclass
@@ -21,6 +22,8 @@ class Method:
     key: str      # name in the JSON and on the command line
     label: str    # name in the table and the chart
     build: Callable  # (sets, device) -> list of callables, one per rotation set
+    # copy_states_ works from the state pools and block ids, not from views: (buffers, device) -> callables
+    build_states: Optional[Callable] = None
 
 
 def random_bytes(shape, device):
@@ -76,6 +79,25 @@ def _ours(op):
     return build
 
 
+def _copy_states(op):
+    """copy_states_ over the workload's pools: conv terms as "conv_sd" states [blocks, tokens, token bytes]
+    with every request shifted by the term's shift, the others as "whole" states."""
+    def build(buffers, device):
+        states, kinds = [], []
+        for ti, t in enumerate(buffers.workload.terms):
+            for pool in buffers.backing[ti]:
+                states.append(pool.view(pool.shape[0], t.tokens, -1) if t.tokens else pool)
+                kinds.append("conv_sd" if t.tokens else "whole")
+        shift = max(t.shift for t in buffers.workload.terms)
+        calls = []
+        for k in range(buffers.rotations):
+            src, dst = buffers.block_ids(k)
+            shifts = torch.full_like(src, shift)
+            calls.append(lambda s=src, d=dst, sh=shifts: op.copy_states_(states, kinds, s, d, sh))
+        return calls
+    return build
+
+
 def _import_failed(error):
     def build(sets, device):
         raise RuntimeError(f"import xpu_state_copy failed: {error}")
@@ -86,7 +108,9 @@ def table_methods(op, with_triton, op_error=None):
     """Methods that copy the workload's own blocks (all but the roofline), in
     table order: ours first, then the peers."""
     ours = _ours(op) if op is not None else _import_failed(op_error)
+    states = _copy_states(op) if op is not None else (lambda b, d: _import_failed(op_error)(None, d))
     methods = [
+        Method(COPY_STATES, "xpu_state_copy.copy_states_", None, states),
         Method(OURS, "xpu_state_copy.batch_memcpy", ours),
         Method("copy_", "per-entry copy_", _per_entry_copy),
         Method("foreach_copy_", "torch._foreach_copy_", _foreach_copy),

@@ -11,7 +11,7 @@ namespace xsc {
 #define XSC_ITEMS 8
 #endif
 constexpr int kItems = XSC_ITEMS;  // entries per work-item per scan: a group scan covers local_size * kItems
-// Timeline hook: benchmarks/cuda_timeline.cu defines it to record when each sub-group passes a point
+// Timeline hook: benchmarks/tuning/cuda_timeline.cu defines it to record when each sub-group passes a point
 // (`after` is a value the point must wait for); empty everywhere else.
 #ifndef XSC_MARK
 #define XSC_MARK(point, after)

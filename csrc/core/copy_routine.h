@@ -87,16 +87,6 @@ XSC_FN i64 units_of(i64 rows, i64 row_bytes) {
   return (i64)quotient((u64)(rows + rpu - 1), (u64)rpu);
 }
 
-// Widest access (1..16 bytes) that keeps both sides aligned once the destination is aligned.
-XSC_FN int common_width(u64 src, u64 dst) {
-  u64 mis = (src ^ dst) & 15u;
-  if (mis == 0) return 16;
-  if ((mis & 7u) == 0) return 8;
-  if ((mis & 3u) == 0) return 4;
-  if ((mis & 1u) == 0) return 2;
-  return 1;
-}
-
 XSC_FN bool ranges_overlap(u64 src, u64 dst, i64 bytes) {
   return dst < src + (u64)bytes && src < dst + (u64)bytes;
 }
@@ -151,36 +141,87 @@ XSC_FN void sg_copy_bytes(G& g, u64 src, u64 dst, int count, bool ordered) {
   sg_copy_words<unsigned char>(g, src, dst, count, ordered);
 }
 
-template <class W, bool Streaming = false, class G>
+// Bytes k .. k + 15 of the 32 bytes a, b (little-endian, as every GPU and CPU we build for): the word a
+// source at k bytes past a 16-byte boundary has once the destination is aligned. `s` is 0..63 bits; the
+// shift of `hi` is split in two so that s == 0 shifts by 63 + 1, never by 64 (undefined in C++).
+XSC_FN u64 funnel_right(u64 lo, u64 hi, int s) { return (lo >> s) | ((hi << 1) << (63 - s)); }
+XSC_FN Word16 merge_words(const Word16& a, const Word16& b, int k) {
+  const int s = (k & 7) * 8;
+  const u64 w0 = k < 8 ? a.lo : a.hi, w1 = k < 8 ? a.hi : b.lo, w2 = k < 8 ? b.lo : b.hi;
+  Word16 r;
+  r.lo = funnel_right(w0, w1, s);
+  r.hi = funnel_right(w1, w2, s);
+  return r;
+}
+
+// Sub-group copy of `count` 16-byte words to a 16-byte aligned `dst` from a `src` that is not aligned
+// (k = src mod 16, 1..15). Each destination word is built from the two aligned source words that hold its
+// bytes, so every load and store is a full 16-byte access. Only aligned words that hold at least one byte
+// of [src, src + 16 * count) are read (the last one holds byte src + 16 * count - 1 since k > 0): no load
+// reaches a page the range does not touch. A work-item reads its own word and its neighbour's; the
+// neighbour's was read by the next lane in the same step, so the second load is served by the cache and
+// memory traffic stays one read per byte. Loads in flight as sg_copy_words; `ordered` as there (the bytes
+// a word carries beyond the range are dropped, so reading them before or after they are written is
+// harmless).
+#ifndef XSC_SHIFTED_UNROLL16
+#define XSC_SHIFTED_UNROLL16 0  // destination words per work-item per step in sg_copy_shifted; 0: G::kUnroll16
+#endif
+template <bool Streaming = false, class G>
+XSC_FN void sg_copy_shifted(G& g, u64 src, u64 dst, int count, bool ordered) {
+  const int k = (int)(src & 15u);
+  const Word16* s = (const Word16*)(src - (u64)k);
+  Word16* d = (Word16*)dst;
+  const int lanes = (int)g.sg_size();
+  const int lane = (int)g.sg_lane();
+  constexpr int unroll = XSC_SHIFTED_UNROLL16 > 0 ? XSC_SHIFTED_UNROLL16 : G::kUnroll16;
+  const int step = lanes * unroll;
+  const bool backward = ordered && dst > src;
+  const int steps = (count + step - 1) / step;
+  for (int n = 0; n < steps; ++n) {
+    const int base = (backward ? steps - 1 - n : n) * step;
+    Word16 v[unroll];
+#pragma unroll
+    for (int u = 0; u < unroll; ++u) {
+      int i = base + u * lanes + lane;
+      if (i < count) v[u] = merge_words(load_word<Streaming>(s + i), load_word<Streaming>(s + i + 1), k);
+    }
+    if (ordered) g.sg_barrier();
+#pragma unroll
+    for (int u = 0; u < unroll; ++u) {
+      int i = base + u * lanes + lane;
+      if (i < count) store_word<Streaming>(d + i, v[u]);
+    }
+  }
+}
+
+// A range copied with 16-byte stores: bytes up to the destination's first 16-byte boundary, whole words,
+// then the last bytes. The words are loaded aligned too: directly when source and destination agree mod 16,
+// else through sg_copy_shifted. (Until 2026-12 a mismatch fell back to the widest common width, down to one
+// byte per access: 0.26 of the roofline for odd offsets on an H200, see docs/performance.md.)
+template <bool Streaming = false, class G>
 XSC_FN void sg_copy_aligned(G& g, u64 src, u64 dst, int len, bool ordered) {
-  const int w = (int)sizeof(W);
-  int head = (int)((w - (int)(dst & (u64)(w - 1))) & (w - 1));
+  int head = (int)((16 - (int)(dst & 15u)) & 15);
   if (head > len) head = len;
-  const int words = (len - head) / w;
-  const int body = words * w;
+  const int words = (len - head) / 16;
+  const int body = words * 16;
   const int tail = len - head - body;
   const bool backward = ordered && dst > src;
   // Safe order for an overlapping range: forward = head, body, tail; backward = tail, body, head.
   if (!backward) sg_copy_bytes(g, src, dst, head, ordered);
   else sg_copy_bytes(g, src + head + body, dst + head + body, tail, ordered);
   if (ordered) g.sg_barrier();
-  sg_copy_words<W, Streaming>(g, src + head, dst + head, words, ordered);
+  if (((src + (u64)head) & 15u) == 0) sg_copy_words<Word16, Streaming>(g, src + head, dst + head, words, ordered);
+  else sg_copy_shifted<Streaming>(g, src + head, dst + head, words, ordered);
   if (ordered) g.sg_barrier();
   if (!backward) sg_copy_bytes(g, src + head + body, dst + head + body, tail, ordered);
   else sg_copy_bytes(g, src, dst, head, ordered);
 }
 
-// One contiguous range of at most kChunkBytes, copied by one sub-group with the widest accesses its
-// alignment allows.
+// One contiguous range of at most kChunkBytes, copied by one sub-group with 16-byte accesses whatever the
+// alignment of either side.
 template <bool Streaming = false, class G>
 XSC_FN void sg_copy_piece(G& g, u64 src, u64 dst, int len, bool ordered) {
-  switch (common_width(src, dst)) {
-    case 16: sg_copy_aligned<Word16, Streaming>(g, src, dst, len, ordered); break;
-    case 8: sg_copy_aligned<u64>(g, src, dst, len, ordered); break;
-    case 4: sg_copy_aligned<unsigned int>(g, src, dst, len, ordered); break;
-    case 2: sg_copy_aligned<unsigned short>(g, src, dst, len, ordered); break;
-    default: sg_copy_bytes(g, src, dst, len, ordered); break;
-  }
+  sg_copy_aligned<Streaming>(g, src, dst, len, ordered);
 }
 
 // A range of any length, cut into pieces of kChunkBytes. An overlapping range takes its pieces in the safe
