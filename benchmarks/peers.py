@@ -61,8 +61,15 @@ def _foreach_copy(sets, device):
     return [(lambda s=s, d=d: torch._foreach_copy_(d, s)) for s, d in sets]
 
 
-def _triton(factory):
+class NotApplicable(Exception):
+    """A method that cannot copy this workload at all (reported as n/a, not as a failure)."""
+
+
+def _triton(factory, word_bytes=1):
     def build(sets, device):
+        if word_bytes > 1 and any(v.data_ptr() % word_bytes for s, d in sets for v in s + d):
+            # Its word loads would fault (misaligned address) and leave the device unusable.
+            raise NotApplicable(f"needs {word_bytes}-byte aligned addresses")
         return [factory(host_pointer_table(s, device), host_pointer_table(d, device),
                         size_table(s, device)) for s, d in sets]
     return build
@@ -120,7 +127,7 @@ def table_methods(op, with_triton, op_error=None):
             Method("triton_bytewise", "Triton, 1 program/entry, bytewise",
                    _triton(triton_peers.bytewise_call)),
             Method("triton_tiled", "Triton, 16 tiles/entry, 8-byte words",
-                   _triton(triton_peers.tiled_call)),
+                   _triton(triton_peers.tiled_call, word_bytes=8)),
         ]
     return methods
 
