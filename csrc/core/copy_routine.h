@@ -170,8 +170,11 @@ XSC_FN void sg_copy_shifted(G& g, u64 src, u64 dst, int count, bool ordered) {
   Word16* d = (Word16*)dst;
   const int lanes = (int)g.sg_size();
   const int lane = (int)g.sg_lane();
-  // As many destination words in flight as sg_copy_words has: 2 or 8 per step measured the same as 4 on an
-  // H200 in the tile build (odd_p 0.519 / 0.514 against 0.522, docs/performance.md).
+  // As many destination words per step as sg_copy_words has: 2 or 8 measured the same as 4 on an H200 in
+  // the tile build (odd_p 0.519 / 0.514 against 0.522, docs/performance.md). That is because nvcc 13 (sm_90)
+  // schedules each word's merge next to its two loads, so a work-item waits for them before it issues the
+  // next word's loads. Loading every word of a step before any merge fixes the order in the disassembly but
+  // spills 16 - 402 bytes in the small-batch builds at 2 - 8 words (-Xptxas -v); not measured, not taken.
   constexpr int unroll = G::kUnroll16;
   const int step = lanes * unroll;
   const bool backward = ordered && dst > src;
