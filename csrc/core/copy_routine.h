@@ -159,10 +159,9 @@ XSC_FN Word16 merge_words(const Word16& a, const Word16& b, int k) {
 // bytes, so every load and store is a full 16-byte access. Only aligned words that hold at least one byte
 // of [src, src + 16 * count) are read (the last one holds byte src + 16 * count - 1 since k > 0): no load
 // reaches a page the range does not touch. A work-item reads its own word and its neighbour's; the
-// neighbour's was read by the next lane in the same step, so the second load is served by the cache and
-// memory traffic stays one read per byte. Loads in flight as sg_copy_words; `ordered` as there (the bytes
-// a word carries beyond the range are dropped, so reading them before or after they are written is
-// harmless).
+// neighbour's is the next lane's own in the same step, so memory still serves each byte once (the second
+// read is the cache's). `ordered` as in sg_copy_words (the bytes a word carries beyond the range are
+// dropped, so reading them before or after they are written is harmless).
 template <bool Streaming = false, class G>
 XSC_FN void sg_copy_shifted(G& g, u64 src, u64 dst, int count, bool ordered) {
   const int k = (int)(src & 15u);
