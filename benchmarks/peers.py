@@ -5,7 +5,7 @@ rotation set.  Everything a caller would build once (address tables, lists of
 views) is built here, outside the timed region, as vLLM does.
 """
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 import torch
@@ -14,6 +14,7 @@ from . import triton_peers
 
 ROOFLINE = "contiguous"
 OURS = "ours"
+COPY_STATES = "copy_states"
 
 
 @dataclass
@@ -21,6 +22,8 @@ class Method:
     key: str      # name in the JSON and on the command line
     label: str    # name in the table and the chart
     build: Callable  # (sets, device) -> list of callables, one per rotation set
+    # copy_states_ works from the state pools and block ids, not from views: (buffers, device) -> callables
+    build_states: Optional[Callable] = None
 
 
 def random_bytes(shape, device):
@@ -58,8 +61,15 @@ def _foreach_copy(sets, device):
     return [(lambda s=s, d=d: torch._foreach_copy_(d, s)) for s, d in sets]
 
 
-def _triton(factory):
+class NotApplicable(Exception):
+    """A method that cannot copy this workload at all (reported as n/a, not as a failure)."""
+
+
+def _triton(factory, word_bytes=1):
     def build(sets, device):
+        if word_bytes > 1 and any(v.data_ptr() % word_bytes for s, d in sets for v in s + d):
+            # Its word loads would fault (misaligned address) and leave the device unusable.
+            raise NotApplicable(f"needs {word_bytes}-byte aligned addresses")
         return [factory(host_pointer_table(s, device), host_pointer_table(d, device),
                         size_table(s, device)) for s, d in sets]
     return build
@@ -76,6 +86,25 @@ def _ours(op):
     return build
 
 
+def _copy_states(op):
+    """copy_states_ over the workload's pools: conv terms as "conv_sd" states [blocks, tokens, token bytes]
+    with every request shifted by the term's shift, the others as "whole" states."""
+    def build(buffers, device):
+        states, kinds = [], []
+        for ti, t in enumerate(buffers.workload.terms):
+            for pool in buffers.backing[ti]:
+                states.append(pool.view(pool.shape[0], t.tokens, -1) if t.tokens else pool)
+                kinds.append("conv_sd" if t.tokens else "whole")
+        shift = max(t.shift for t in buffers.workload.terms)
+        calls = []
+        for k in range(buffers.rotations):
+            src, dst = buffers.block_ids(k)
+            shifts = torch.full_like(src, shift)
+            calls.append(lambda s=src, d=dst, sh=shifts: op.copy_states_(states, kinds, s, d, sh))
+        return calls
+    return build
+
+
 def _import_failed(error):
     def build(sets, device):
         raise RuntimeError(f"import xpu_state_copy failed: {error}")
@@ -86,7 +115,9 @@ def table_methods(op, with_triton, op_error=None):
     """Methods that copy the workload's own blocks (all but the roofline), in
     table order: ours first, then the peers."""
     ours = _ours(op) if op is not None else _import_failed(op_error)
+    states = _copy_states(op) if op is not None else (lambda b, d: _import_failed(op_error)(None, d))
     methods = [
+        Method(COPY_STATES, "xpu_state_copy.copy_states_", None, states),
         Method(OURS, "xpu_state_copy.batch_memcpy", ours),
         Method("copy_", "per-entry copy_", _per_entry_copy),
         Method("foreach_copy_", "torch._foreach_copy_", _foreach_copy),
@@ -96,7 +127,7 @@ def table_methods(op, with_triton, op_error=None):
             Method("triton_bytewise", "Triton, 1 program/entry, bytewise",
                    _triton(triton_peers.bytewise_call)),
             Method("triton_tiled", "Triton, 16 tiles/entry, 8-byte words",
-                   _triton(triton_peers.tiled_call)),
+                   _triton(triton_peers.tiled_call, word_bytes=8)),
         ]
     return methods
 

@@ -12,7 +12,7 @@ def fill_ratios(workload_result):
     methods = workload_result["methods"]
     by_key = {m["key"]: m for m in methods}
     roof = by_key.get(ROOFLINE)
-    ours = by_key.get(OURS)
+    ours = by_key.get(workload_result.get("primary", OURS))
     moved = 2 * workload_result["total_bytes"]
     for m in methods:
         if m["status"] != "ok":
@@ -109,10 +109,17 @@ def write_json(result, out_dir):
     return path
 
 
+PNG_HINT = "no bench.png: matplotlib is not installed (pip install 'xpu-state-copy[bench]' or pip install matplotlib)"
+
+
 def write_png(result, out_dir):
     """Grouped bars: ratio to roofline per workload and method (log scale, since
-    peers range from 0.001 to 1)."""
-    import matplotlib
+    peers range from 0.001 to 1).  Returns the path, or None without matplotlib
+    (an optional dependency: the `bench` extra)."""
+    try:
+        import matplotlib
+    except ImportError:
+        return None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -12,8 +12,8 @@ import torch
 from . import peers, report, triton_peers, verify
 from .devices import describe_device, resolve_device
 from .timing import Clock, summarize
-from .workloads import Term, Workload, allocate, named_workloads, parse_bytes, parse_spec, \
-    rotation_count, scaled
+from .workloads import DEFAULT_WORKLOADS, Term, Workload, allocate, named_workloads, parse_bytes, \
+    parse_spec, rotation_count, scaled
 
 HOST_COST_ENTRIES = 1152  # 16 requests x 72 states, the size issue 4 sets a target for
 
@@ -22,8 +22,8 @@ def add_arguments(parser):
     parser.add_argument("--device", default="auto",
                         help="auto (default: xpu, cuda, sycl-cpu, cpu, first available), "
                              "xpu[:N], cuda[:N], sycl-cpu or cpu")
-    parser.add_argument("--workloads", default="step,step16,tiny,mixed",
-                        help="comma-separated named workloads (step, step16, tiny, mixed) "
+    parser.add_argument("--workloads", default=DEFAULT_WORKLOADS,
+                        help=f"comma-separated named workloads (default: {DEFAULT_WORKLOADS}) "
                              "or 'none'")
     parser.add_argument("--copies", type=int, help="custom workload: number of entries ...")
     parser.add_argument("--bytes", help="... of this size each (e.g. 4096, 48K, 1M)")
@@ -31,8 +31,9 @@ def add_arguments(parser):
                         help="mixed workload, e.g. 36x48K,36x1M: COUNT pools of SIZE blocks, "
                              "one copy per pool per request (repeatable)")
     parser.add_argument("--requests", type=int, default=1, help="requests per --spec workload")
-    parser.add_argument("--methods", help="comma-separated subset of: ours, copy_, "
-                                          "foreach_copy_, triton_bytewise, triton_tiled")
+    parser.add_argument("--methods", help="comma-separated subset of: copy_states (states "
+                                          "workloads only), ours, copy_, foreach_copy_, "
+                                          "triton_bytewise, triton_tiled")
     parser.add_argument("--triton", choices=("auto", "on", "off"), default="auto",
                         help="Triton peers: auto = on GPUs when Triton imports; on the CPU "
                              "only with TRITON_INTERPRET=1 (slow, for testing)")
@@ -124,6 +125,8 @@ def _run_workload(wl, methods, dev, clock, cache_bytes, reps, warmup, log):
         f"{rotations} buffer set(s)")
     result = {"name": wl.name, "description": wl.describe(), "entries": wl.entries,
               "total_bytes": wl.total_bytes, "rotations": rotations, "methods": []}
+    if wl.states and any(m.key == peers.COPY_STATES for m in methods):
+        result["primary"] = peers.COPY_STATES  # "ours x" compares every method with copy_states_
     roof = peers.Roofline(wl.total_bytes, rotations, dev)
     result["methods"].append(_measure(roof.key, roof.label, roof.calls, roof, clock,
                                       reps, warmup, log))
@@ -132,8 +135,14 @@ def _run_workload(wl, methods, dev, clock, cache_bytes, reps, warmup, log):
     target = verify.TableCheck(buffers)
     sets = [buffers.entry_views(k) for k in range(rotations)]
     for m in methods:
+        if m.key == peers.COPY_STATES and not wl.states:
+            continue  # copy_states_ copies states, not arbitrary pointer tables
         try:
-            calls = m.build(sets, dev)
+            calls = m.build_states(buffers, dev) if m.key == peers.COPY_STATES else m.build(sets, dev)
+        except peers.NotApplicable as exc:
+            log(f"  {m.key}: n/a ({exc})")
+            result["methods"].append({"key": m.key, "label": m.label, "status": "n/a", "error": str(exc)})
+            continue
         except Exception as exc:  # noqa: BLE001
             error = f"{type(exc).__name__}: {exc}"[:300]
             log(f"  {m.key} FAILED to set up: {error}")
@@ -154,8 +163,8 @@ def _host_cost(methods, dev, clock, calls, log):
     if dev.type == "cpu":
         out["note"] = "; on the CPU this includes the copy itself (4 KiB entries)"
     for m in methods:
-        if m.key == "copy_":
-            continue  # 1152 separate launches: its cost is in the table already
+        if m.key in ("copy_", peers.COPY_STATES):
+            continue  # copy_: 1152 separate launches, its cost is in the table already
         if m.key.startswith("triton") and dev.type == "cpu":
             continue  # interpreted on the CPU: minutes per call, and meaningless
         log(f"host cost of {m.key} ({calls} calls)")
@@ -211,9 +220,11 @@ def run(args):
     print(report.format_report(result))
     os.makedirs(args.out, exist_ok=True)
     paths = [report.write_json(result, args.out), report.write_png(result, args.out)]
-    print("\nwrote " + ", ".join(paths))
+    print("\nwrote " + ", ".join(p for p in paths if p))
+    if paths[1] is None:
+        print(report.PNG_HINT)
     failed = [f"{w['name']}/{m['key']}" for w in result["workloads"] for m in w["methods"]
-              if m["status"] != "ok"]
+              if m["status"] not in ("ok", "n/a")]
     if failed:
         print("FAILED verification: " + ", ".join(failed), file=sys.stderr)
     return 1 if failed else 0

@@ -39,14 +39,27 @@ def format_bytes(n):
 @dataclass(frozen=True)
 class Term:
     """``layers`` pools whose blocks are ``block_bytes``; each request copies one
-    block per pool; ``requests`` of them per call."""
+    block per pool; ``requests`` of them per call.  ``tokens`` > 0 makes the
+    blocks conv states ``[tokens, block_bytes / tokens]`` (copy_states_'s
+    "conv_sd"): with a shift of s tokens a request copies source tokens s.. to
+    destination tokens 0.., so ``shift`` tokens fewer per entry."""
     layers: int
     block_bytes: int
     requests: int = 1
+    tokens: int = 0
+    shift: int = 0
 
     @property
     def entries(self):
         return self.layers * self.requests
+
+    @property
+    def shift_bytes(self):
+        return self.shift * self.block_bytes // self.tokens if self.tokens else 0
+
+    @property
+    def entry_bytes(self):
+        return self.block_bytes - self.shift_bytes
 
 
 @dataclass
@@ -54,6 +67,9 @@ class Workload:
     name: str
     terms: list
     note: str = ""
+    # copy_states_ workloads: a request's block ids are the same in every pool (as vLLM's block table
+    # gives them), and copy_states_ itself is timed beside the pointer-table methods.
+    states: bool = False
 
     @property
     def entries(self):
@@ -61,13 +77,14 @@ class Workload:
 
     @property
     def total_bytes(self):
-        return sum(t.entries * t.block_bytes for t in self.terms)
+        return sum(t.entries * t.entry_bytes for t in self.terms)
 
     def describe(self):
         parts = []
         for t in self.terms:
             reqs = f" x {t.requests} req" if t.requests > 1 else ""
-            parts.append(f"{t.layers} x {format_bytes(t.block_bytes)}{reqs}")
+            shift = f" shift {t.shift}" if t.shift else ""
+            parts.append(f"{t.layers} x {format_bytes(t.block_bytes)}{shift}{reqs}")
         return " + ".join(parts)
 
 
@@ -83,16 +100,39 @@ def parse_spec(spec, requests=1):
     return terms
 
 
+# Qwen3-Next-like states: a conv state of 3 tokens x 16 KiB (8192 bf16 channels) and a 1 MiB temporal state,
+# 36 layers of each.
+CONV_TOKENS = 3
+
+
+def state_terms(requests, shift):
+    return [Term(36, 48 * KiB, requests, tokens=CONV_TOKENS, shift=shift), Term(36, 1 * MiB, requests)]
+
+
 def named_workloads():
-    """The four shapes issue 4 sets targets for."""
+    """The four shapes issue 4 sets targets for, then those of issue 18: odd sizes at mismatched offsets
+    and copy_states_ itself."""
     step = parse_spec("36x48K,36x1M")
-    return {
+    named = {
         "step": Workload("step", step, "one Qwen3-Next-like request step"),
         "step16": Workload("step16", parse_spec("36x48K,36x1M", 16), "16 requests"),
         "tiny": Workload("tiny", [Term(1, 4 * KiB, 4096)], "many tiny entries"),
         "mixed": Workload("mixed", [Term(1, 256 * MiB), Term(1000, 8 * KiB)],
                           "one huge entry among small ones"),
+        # Blocks of 12,345 bytes lie at 12,345-byte strides, so a source and a destination block differ
+        # mod 16 unless their indices agree mod 16 (random blocks: 15 times in 16).
+        "odd": Workload("odd", [Term(1, 12345, 2000)], "odd sizes, source and destination misaligned"),
     }
+    for requests, name in ((1, "states"), (16, "states16")):
+        for shift in (0, 1):
+            key = name + ("_s1" if shift else "")
+            named[key] = Workload(key, state_terms(requests, shift),
+                                  f"copy_states_, {requests} request(s), conv shift {shift}", states=True)
+    named["states64"] = Workload("states64", state_terms(64, 0), "copy_states_, 64 requests", states=True)
+    return named
+
+
+DEFAULT_WORKLOADS = "step,step16,tiny,mixed,odd,states,states_s1,states16,states16_s1,states64"
 
 
 def scaled(workload, scale):
@@ -105,8 +145,12 @@ def scaled(workload, scale):
     for t in workload.terms:
         size = max(int(t.block_bytes * scale), min(t.block_bytes, 4 * KiB))
         size = max(64, size // 64 * 64) if t.block_bytes >= 64 else t.block_bytes
-        terms.append(Term(t.layers, size, t.requests))
-    return Workload(workload.name, terms, workload.note)
+        if t.block_bytes % 16:  # an odd size is the point of its workload: keep it
+            size = t.block_bytes
+        if t.tokens:  # whole tokens of 64-byte multiples
+            size = max(64, size // t.tokens // 64 * 64) * t.tokens
+        terms.append(Term(t.layers, size, t.requests, t.tokens, t.shift))
+    return Workload(workload.name, terms, workload.note, workload.states)
 
 
 @dataclass
@@ -134,9 +178,18 @@ class Buffers:
                 col = k * t.requests + r
                 for layer in range(t.layers):
                     pool = self.backing[ti][layer]
-                    srcs.append(pool[int(src_idx[layer, col])])
-                    dsts.append(pool[int(dst_idx[layer, col])])
+                    srcs.append(pool[int(src_idx[layer, col])][t.shift_bytes:])
+                    dsts.append(pool[int(dst_idx[layer, col])][:t.entry_bytes])
         return srcs, dsts
+
+    def block_ids(self, k):
+        """(src, dst) block ids of rotation set k, one per request (states workloads: the same in every
+        pool), as int32 tensors on the device."""
+        src_idx, dst_idx = self.index[0]
+        t = self.workload.terms[0]
+        cols = slice(k * t.requests, (k + 1) * t.requests)
+        as_ids = lambda v: v[0, cols].to(torch.int32).to(self.device)  # noqa: E731
+        return as_ids(src_idx), as_ids(dst_idx)
 
     def expected_after_all_sets(self):
         """Each backing tensor as it must look after every set was copied once."""
@@ -144,8 +197,9 @@ class Buffers:
         for ti, bk in enumerate(self.backing):
             src_idx, dst_idx = (i.to(bk.device) for i in self.index[ti])
             rows = torch.arange(bk.shape[0], device=bk.device)[:, None]
+            t = self.workload.terms[ti]
             exp = bk.clone()
-            exp[rows, dst_idx] = bk[rows, src_idx]
+            exp[rows, dst_idx, :t.entry_bytes] = bk[rows, src_idx, t.shift_bytes:]
             out.append(exp)
         return out
 
@@ -163,13 +217,19 @@ def rotation_count(workload, cache_bytes, max_rotations=16):
 def allocate(workload, device, rotations, seed=0):
     gen = torch.Generator().manual_seed(seed)
     backing, index = [], []
+    shared = None
     for t in workload.terms:
         need = t.requests * rotations
         blocks = 2 * need
         backing.append(torch.empty((t.layers, blocks, t.block_bytes), dtype=torch.uint8,
                                    device=device))
         # Random distinct blocks per pool: first half of a permutation are
-        # sources, second half destinations.
-        perm = torch.stack([torch.randperm(blocks, generator=gen) for _ in range(t.layers)])
+        # sources, second half destinations.  A states workload uses one
+        # permutation for every pool (every term has the same requests).
+        if workload.states:
+            shared = torch.randperm(blocks, generator=gen) if shared is None else shared
+            perm = shared.expand(t.layers, blocks)
+        else:
+            perm = torch.stack([torch.randperm(blocks, generator=gen) for _ in range(t.layers)])
         index.append((perm[:, :need].contiguous(), perm[:, need:].contiguous()))
     return Buffers(workload, torch.device(device), rotations, backing, index)

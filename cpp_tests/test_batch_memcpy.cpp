@@ -69,10 +69,32 @@ int main() {
   check(q, "odd sizes and alignments, int32 sizes", odd, (size_t)cursor, false);
   check(q, "odd sizes and alignments, int64 sizes", odd, (size_t)cursor, true);
 
+  // Every (source mod 16, destination mod 16) pair at every size 0..300, then at sizes of several copy
+  // units: the mismatched pairs take the shifted 16-byte path (aligned loads merged into aligned stores).
+  auto every_pair = [](const std::vector<int64_t>& sizes, int64_t* end) {
+    std::vector<Case> pairs;
+    int64_t at = 0;
+    for (int64_t s : sizes)
+      for (int pair = 0; pair < 256; ++pair) {
+        const int64_t src = at + pair / 16, dst = at + s + 48 + pair % 16;
+        pairs.push_back({src, dst, s});
+        at = dst - pair % 16 + s + 48;
+      }
+    *end = at + 64;
+    return pairs;
+  };
+  std::vector<int64_t> upto300;
+  for (int64_t s = 0; s <= 300; ++s) upto300.push_back(s);
+  int64_t end = 0;
+  std::vector<Case> pairs = every_pair(upto300, &end);
+  check(q, "every offset pair, sizes 0..300", pairs, (size_t)end, false);
+  pairs = every_pair({8191, 8192 * 3 + 5, 12345}, &end);
+  check(q, "every offset pair, multi-unit sizes", pairs, (size_t)end, true);
+
   // Overlapping entries (memmove): left and right shifts, small and large, aligned and not.
   std::vector<Case> overlap;
   cursor = 0;
-  const int64_t shifts[] = {1, 2, 8, 16, 100, 4096};
+  const int64_t shifts[] = {1, 2, 3, 5, 8, 11, 15, 16, 17, 100, 4096};
   for (int64_t sh : shifts)
     for (int64_t s : {(int64_t)300, (int64_t)70000}) {
       overlap.push_back({cursor + sh, cursor, s});        // left shift: dst < src < dst + size

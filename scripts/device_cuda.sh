@@ -3,11 +3,15 @@
 # against the machine's torch, the whole test suite on CUDA tensors, and the benchmark against its peers.
 # Results go to $OUT (default build/device). Stages: STAGES="sweep timeline build test bench" (default: all
 # but timeline). TIMELINE_DEFINES="XSC_SMALL_BATCH=0 ..." times one launch per listed -D set ("-": none).
-# Stage entry_tiles runs benchmarks/cuda_entry_tiles.cu once per ENTRY_TILES="tiles:min_blocks:loads ...";
-# stage oracle runs benchmarks/cuda_oracle.cu (ORACLE_WORKLOADS="step,tiny_p ..." picks workloads).
+# Stage entry_tiles runs benchmarks/tuning/cuda_entry_tiles.cu once per ENTRY_TILES="tiles:min_blocks:loads ...";
+# stage oracle runs benchmarks/tuning/cuda_oracle.cu (ORACLE_WORKLOADS="step,tiny_p ..." picks workloads).
+# BASELINE=DIR (an older source tree): stage build also builds it, into build/baseline-site with this tree's
+# benchmarks, and stage bench_baseline benches it (BASELINE_BENCH_ARGS) next to this build (stage bench_again,
+# the same arguments) for before/after numbers from one call. The tuning instruments: benchmarks/tuning/.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-build/device}
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)  # absolute: the benches run from /tmp
 STAGES=${STAGES:-"sweep build test bench"}
 TIMELINE_DEFINES=${TIMELINE_DEFINES:-"-"}
 mkdir -p "$OUT"
@@ -16,7 +20,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 nvcc_bench=(nvcc -std=c++17 -O3 -arch=sm_90 -Icsrc/core -Icsrc/cuda)  # the torch-free benchmark programs
 if has sweep; then
-  echo "== sweep"; bash benchmarks/cuda_sweep.sh build/cuda_sweep 2>&1 | tee "$OUT/sweep.txt"
+  echo "== sweep"; bash benchmarks/tuning/cuda_sweep.sh build/cuda_sweep 2>&1 | tee "$OUT/sweep.txt"
 fi
 if has timeline; then
   echo "== timeline"; mkdir -p build
@@ -24,7 +28,7 @@ if has timeline; then
     flags=()
     [ "$d" = "-" ] || for f in ${d//,/ }; do flags+=("-D$f"); done
     bin="build/timeline_$(echo "$d" | tr ',=' '_-')"
-    "${nvcc_bench[@]}" "${flags[@]}" benchmarks/cuda_timeline.cu -o "$bin" \
+    "${nvcc_bench[@]}" "${flags[@]}" benchmarks/tuning/cuda_timeline.cu -o "$bin" \
       && { echo "-- timeline $d"; "$bin"; }
   done 2>&1 | tee "$OUT/timeline.txt"
 fi
@@ -35,28 +39,50 @@ if has entry_tiles; then
     minb=${minb:-4} loads=${loads:-4}
     bin="build/entry_tiles_${tiles}_${minb}_${loads}"
     "${nvcc_bench[@]}" -DET_TILES="$tiles" -DET_MIN_BLOCKS="$minb" -DET_UNROLL16="$loads" \
-      benchmarks/cuda_entry_tiles.cu -o "$bin" && "$bin"
+      benchmarks/tuning/cuda_entry_tiles.cu -o "$bin" && "$bin"
   done 2>&1 | tee "$OUT/entry_tiles.txt"
 fi
 if has oracle; then
   echo "== oracle"; mkdir -p build
-  "${nvcc_bench[@]}" benchmarks/cuda_oracle.cu -o build/oracle && build/oracle 2>&1 | tee "$OUT/oracle.txt"
+  "${nvcc_bench[@]}" benchmarks/tuning/cuda_oracle.cu -o build/oracle && build/oracle 2>&1 | tee "$OUT/oracle.txt"
 fi
+pip_build() {  # pip_build SOURCE LOG [pip args...]
+  local src=$1 log=$2; shift 2
+  TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} MAX_JOBS=${MAX_JOBS:-16} \
+    "$PY" -m pip install --no-build-isolation --no-deps --no-index -q "$@" "$src" > "$log" 2>&1 \
+    || { tail -40 "$log"; return 1; }
+}
 if has build; then
   echo "== build"
-  TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} MAX_JOBS=${MAX_JOBS:-16} \
-    "$PY" -m pip install --no-build-isolation --no-deps --no-index -q . > "$OUT/build.log" 2>&1 \
-    || { tail -40 "$OUT/build.log"; exit 1; }
+  if [ -n "${BASELINE:-}" ]; then
+    rm -rf build/baseline-site
+    pip_build "$BASELINE" "$OUT/baseline_build.log" --target build/baseline-site &
+    baseline_pid=$!
+  fi
+  pip_build . "$OUT/build.log" || exit 1
   (cd /tmp && "$PY" -c "import xpu_state_copy as x; print('backend(cuda):', x.backend('cuda'))")
+  if [ -n "${BASELINE:-}" ]; then
+    wait "$baseline_pid" || exit 1
+    rm -rf build/baseline-site/xpu_state_copy/benchmarks && cp -r benchmarks build/baseline-site/xpu_state_copy/
+    (cd /tmp && PYTHONPATH="$OLDPWD/build/baseline-site" "$PY" -c \
+      "import xpu_state_copy as x; print('baseline from', x.__file__, x.backend('cuda'))")
+  fi
 fi
 if has test; then
   echo "== test"
   "$PY" -m pytest -q -ra -p no:cacheprovider tests ${PYTEST_K:+-k "$PYTEST_K"} ${PYTEST_IGNORE:+--ignore "$PYTEST_IGNORE"} > "$OUT/pytest.txt" 2>&1
   tail -25 "$OUT/pytest.txt"
 fi
-if has bench; then
-  echo "== bench"
-  # shellcheck disable=SC2086  # BENCH_ARGS is a list of arguments
-  "$PY" -m xpu_state_copy bench --device cuda --out "$OUT/bench" ${BENCH_ARGS:-} 2>"$OUT/bench_progress.txt" \
-    | tee "$OUT/bench.txt"
-fi
+bench() {  # bench NAME [PYTHONPATH] -- args
+  local name=$1 path=$2; shift 2
+  echo "== $name"
+  (cd /tmp && PYTHONPATH="$path" "$PY" -m xpu_state_copy bench --device cuda --out "$OUT/$name" "$@") \
+    2>"$OUT/${name}_progress.txt" | tee "$OUT/$name.txt"
+}
+# shellcheck disable=SC2086  # the *BENCH_ARGS are lists of arguments
+{
+  has bench && bench bench "" ${BENCH_ARGS:-}
+  has bench_baseline && bench bench_baseline "$PWD/build/baseline-site" ${BASELINE_BENCH_ARGS:-}
+  has bench_again && bench bench_again "" ${BASELINE_BENCH_ARGS:-}
+}
+true

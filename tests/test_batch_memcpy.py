@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import xpu_state_copy
-from batches import EDGE_SIZES, assert_matches, random_batch
+from batches import EDGE_SIZES, Entry, assert_matches, random_batch
 from conftest import synchronize
 
 
@@ -58,6 +58,54 @@ def test_every_alignment_pair(target):
         e.src = cursor + i // 16
         e.dst = cursor + 4200 + i % 16
         cursor += 8500
+    batch.arena = torch.randint(0, 256, (cursor + 64,), dtype=torch.uint8).to(target.device)
+    _run(batch, target.device)
+
+
+def _pairs_batch(rng, device, sizes, gap=48):
+    """One entry per (source mod 16, destination mod 16) pair and size, far enough apart not to overlap.
+    Whatever the arena's own alignment, the 256 offset pairs map onto all 256 address pairs mod 16."""
+    entries, cursor = [], 0
+    for size in sizes:
+        for pair in range(256):
+            src = cursor + pair // 16
+            dst = src - pair // 16 + size + gap + pair % 16
+            entries.append(Entry(src=src, dst=dst, size=size))
+            cursor = dst - pair % 16 + size + gap
+    batch = random_batch(rng, device, [])
+    batch.entries = entries
+    batch.arena = torch.randint(0, 256, (cursor + 64,), dtype=torch.uint8).to(device)
+    return batch
+
+
+def test_every_alignment_pair_every_size_to_300(target):
+    """Every (src mod 16, dst mod 16) pair at every size 0..300: heads, shifted words and tails of every
+    length (the mismatched pairs take the shifted 16-byte path)."""
+    rng = random.Random()
+    batch = _pairs_batch(rng, target.device, range(0, 301))
+    _run(batch, target.device)
+
+
+@pytest.mark.parametrize("size", [8192 - 1, 8192 * 3 + 5, 12345, 100_003])
+def test_every_alignment_pair_large(target, size):
+    """The same pairs for sizes of one to a dozen copy units (8 KiB each)."""
+    _run(_pairs_batch(random.Random(), target.device, [size], gap=16 + random.randrange(16)), target.device)
+
+
+@pytest.mark.parametrize("size", [33, 300, 8192 * 2 + 77, 70001])
+@pytest.mark.parametrize("direction", ["left", "right"])
+def test_overlapping_entries_at_every_offset_mismatch(target, size, direction):
+    """Overlapping entries (memmove) whose shift is every residue mod 16, from every destination offset:
+    the ordered walk through the shifted 16-byte path."""
+    rng = random.Random()
+    entries, cursor = [], 0
+    for shift in range(1, 33):
+        lo = cursor + rng.randrange(16)
+        src, dst = (lo + shift, lo) if direction == "left" else (lo, lo + shift)
+        entries.append(Entry(src=src, dst=dst, size=size))
+        cursor = lo + size + shift + 48
+    batch = random_batch(rng, target.device, [])
+    batch.entries = entries
     batch.arena = torch.randint(0, 256, (cursor + 64,), dtype=torch.uint8).to(target.device)
     _run(batch, target.device)
 

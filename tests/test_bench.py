@@ -196,3 +196,50 @@ def test_entry_blocks_are_distinct():
     buffers, sets = _buffers()
     ptrs = [v.data_ptr() for srcs, dsts in sets for v in srcs + dsts]
     assert len(ptrs) == len(set(ptrs)) == 2 * 2 * (3 + 2) * 2
+
+
+def test_without_matplotlib_json_and_table_are_written_and_the_png_explained(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "xpu_state_copy", _stub_op())
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
+    rc, result = _run(tmp_path, "--device", "cpu", "--triton", "off")
+    assert rc == 0 and len(result["workloads"]) == 2
+    assert not (tmp_path / "bench.png").exists()
+    out = capsys.readouterr().out
+    assert "ratio to roofline" in out
+    hint = [line for line in out.splitlines() if "no bench.png" in line]
+    assert len(hint) == 1 and "xpu-state-copy[bench]" in hint[0]
+
+
+def test_odd_and_states_workload_shapes():
+    wl = bench["workloads"]
+    named = wl.named_workloads()
+    assert named["odd"].entries == 2000 and named["odd"].total_bytes == 2000 * 12345
+    assert wl.scaled(named["odd"], 1 / 64).terms[0].block_bytes == 12345  # odd sizes stay odd
+    assert named["states"].total_bytes == named["step"].total_bytes
+    assert named["states_s1"].total_bytes == 36 * 32 * 1024 + 36 * 2**20  # one 16 KiB token fewer
+    assert named["states16_s1"].entries == 1152 and named["states64"].entries == 64 * 72
+    small = wl.scaled(named["states_s1"], 1 / 64)
+    assert small.terms[0].block_bytes % 3 == 0 and small.terms[0].shift_bytes == small.terms[0].block_bytes // 3
+    buffers = wl.allocate(small, "cpu", rotations=2)
+    src, dst = buffers.block_ids(1)
+    srcs, dsts = buffers.entry_views(1)
+    # One block id per request in every pool, the conv views shifted by one token.
+    pool = buffers.backing[0][5]
+    assert srcs[5].data_ptr() == pool[int(src[0])].data_ptr() + small.terms[0].shift_bytes
+    assert dsts[40].data_ptr() == buffers.backing[1][4][int(dst[0])].data_ptr()
+
+
+def test_states_workload_times_copy_states_beside_the_pointer_table_methods(tmp_path, capsys):
+    if _real_op() is None or not hasattr(_real_op(), "copy_states_"):
+        pytest.skip("xpu_state_copy is not built: copy_states_ needs the compiled op")
+    parser = bench["run"].add_arguments(__import__("argparse").ArgumentParser())
+    args = parser.parse_args(["--device", "cpu", "--workloads", "states_s1,states16", "--scale", "0.015625",
+                              "--methods", "copy_states,ours,foreach_copy_", "--reps", "2", "--warmup", "1",
+                              "--host-calls", "0", "--threads", "1", "--out", str(tmp_path)])
+    assert bench["run"].run(args) == 0
+    result = json.loads((tmp_path / "bench.json").read_text())
+    for w in result["workloads"]:
+        methods = {m["key"]: m for m in w["methods"]}
+        assert list(methods) == ["contiguous", "copy_states", "ours", "foreach_copy_"]
+        assert all(m["status"] == "ok" for m in methods.values()), methods
+        assert w["primary"] == "copy_states" and "ours_speedup" in methods["ours"]

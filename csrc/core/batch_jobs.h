@@ -11,7 +11,7 @@ namespace xsc {
 #define XSC_ITEMS 8
 #endif
 constexpr int kItems = XSC_ITEMS;  // entries per work-item per scan: a group scan covers local_size * kItems
-// Timeline hook: benchmarks/cuda_timeline.cu defines it to record when each sub-group passes a point
+// Timeline hook: benchmarks/tuning/cuda_timeline.cu defines it to record when each sub-group passes a point
 // (`after` is a value the point must wait for); empty everywhere else.
 #ifndef XSC_MARK
 #define XSC_MARK(point, after)
@@ -27,12 +27,13 @@ struct TileEnds {
   i64 items;  // work-items that scan: local_size(), or sg_size() for a sub-group's own scan
 
   XSC_FN u64& operator[](i64 i) const { return slots[(i % kItems) * items + i / kItems]; }
-  // The running totals of entries first .. first + kItems - 1, whose units are u, after `before` units.
-  XSC_FN void put(i64 first, u64 before, const i64 (&u)[kItems]) const {
+  // The running totals of entries first .. first + kItems - 1 (none from `end` on: they belong to another
+  // work-item), whose units are u, after `before` units.
+  XSC_FN void put(i64 first, u64 before, const i64 (&u)[kItems], i64 end = (i64)(~0ull >> 1)) const {
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
       before += (u64)u[k];
-      (*this)[first + k] = before;
+      if (first + k < end) (*this)[first + k] = before;
     }
   }
 };

@@ -9,9 +9,6 @@
 
 namespace xsc {
 
-#ifndef XSC_PREFETCH
-#define XSC_PREFETCH 1
-#endif
 constexpr i64 kLineEntries = 16;  // 8-byte table entries per 128-byte line
 
 // The units one sub-group copies in a tile, in order: whole units `first`, `first + stride`, ... while
@@ -53,13 +50,10 @@ XSC_FN Job share_job(const Source& src, const TileEnds& ends, i64 last, i64 base
   return parts_of(job_at(src, ends, last, base, sh.tail_unit + t * groups, skipped), lo, hi, kTailParts);
 }
 
-#ifndef XSC_STREAM_FIRST_UNITS
-#define XSC_STREAM_FIRST_UNITS 1
-#endif
 // The first-unit pass copies with streaming hints (load_word): its thousands of small entries are each read
 // and written once, and on an H200 the hints gave `tiny` 2 - 2.5 % there. Everywhere else they lost
 // (docs/tuning-rounds-4-7.md, "Sixth round"), so the tile loop and the small-batch schedule copy plainly.
-constexpr bool kStreamFirstUnits = XSC_STREAM_FIRST_UNITS;
+constexpr bool kStreamFirstUnits = true;
 
 // Unit 0 of entries w, w + subgroups, ... (w: the calling sub-group's index in the grid), straight from the
 // tables: no scan needed. Used when entries outnumber sub-groups, so that every sub-group starts copying one
@@ -120,12 +114,11 @@ XSC_FN void run_tiles(G& g, const Source& src, i64 n) {
   i64 skew = 0;
   for (i64 base = from; base < n; base += tile) {
     const i64 tile_n = n - base < tile ? n - base : tile;
-#if XSC_PREFETCH
     // Ask for the tile's table lines now, so that the lookups after the scan find them in the cache: each
-    // 128-byte line (16 entries) is asked for once, by one work-item of one group.
+    // 128-byte line (16 entries) is asked for once, by one work-item of one group (without it `step` lost
+    // 1 - 2 % on an H200, docs/tuning-rounds-1-3.md).
     for (i64 line = g.group_id() + g.local_id() * groups; line * kLineEntries < tile_n; line += groups * g.local_size())
       src.prefetch(g, base + line * kLineEntries);
-#endif
     const i64 first = g.local_id() * kItems;  // this work-item's entries: first .. first + kItems - 1
     i64 u[kItems];
     entry_units(src, base + first, n, skipped, u);

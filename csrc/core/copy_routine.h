@@ -87,16 +87,6 @@ XSC_FN i64 units_of(i64 rows, i64 row_bytes) {
   return (i64)quotient((u64)(rows + rpu - 1), (u64)rpu);
 }
 
-// Widest access (1..16 bytes) that keeps both sides aligned once the destination is aligned.
-XSC_FN int common_width(u64 src, u64 dst) {
-  u64 mis = (src ^ dst) & 15u;
-  if (mis == 0) return 16;
-  if ((mis & 7u) == 0) return 8;
-  if ((mis & 3u) == 0) return 4;
-  if ((mis & 1u) == 0) return 2;
-  return 1;
-}
-
 XSC_FN bool ranges_overlap(u64 src, u64 dst, i64 bytes) {
   return dst < src + (u64)bytes && src < dst + (u64)bytes;
 }
@@ -151,36 +141,106 @@ XSC_FN void sg_copy_bytes(G& g, u64 src, u64 dst, int count, bool ordered) {
   sg_copy_words<unsigned char>(g, src, dst, count, ordered);
 }
 
-template <class W, bool Streaming = false, class G>
+// Bytes k .. k + 15 of the 32 bytes a, b (little-endian, as every GPU and CPU we build for): the word a
+// source at k bytes past a 16-byte boundary has once the destination is aligned. `s` is 0..63 bits; the
+// shift of `hi` is split in two so that s == 0 shifts by 63 + 1, never by 64 (undefined in C++).
+XSC_FN u64 funnel_right(u64 lo, u64 hi, int s) { return (lo >> s) | ((hi << 1) << (63 - s)); }
+XSC_FN Word16 merge_words(const Word16& a, const Word16& b, int k) {
+  const int s = (k & 7) * 8;
+  const u64 w0 = k < 8 ? a.lo : a.hi, w1 = k < 8 ? a.hi : b.lo, w2 = k < 8 ? b.lo : b.hi;
+  Word16 r;
+  r.lo = funnel_right(w0, w1, s);
+  r.hi = funnel_right(w1, w2, s);
+  return r;
+}
+
+// Sub-group copy of `count` 16-byte words to a 16-byte aligned `dst` from a `src` that is not aligned
+// (k = src mod 16, 1..15). Each destination word is built from the two aligned source words that hold its
+// bytes, so every load and store is a full 16-byte access. Only aligned words that hold at least one byte
+// of [src, src + 16 * count) are read (the last one holds byte src + 16 * count - 1 since k > 0): no load
+// reaches a page the range does not touch. A work-item reads its own word and its neighbour's; the
+// neighbour's is the next lane's own in the same step, so memory still serves each byte once (the second
+// read is the cache's). `ordered` as in sg_copy_words (the bytes a word carries beyond the range are
+// dropped, so reading them before or after they are written is harmless).
+template <bool Streaming = false, class G>
+XSC_FN void sg_copy_shifted(G& g, u64 src, u64 dst, int count, bool ordered) {
+  const int k = (int)(src & 15u);
+  const Word16* s = (const Word16*)(src - (u64)k);
+  Word16* d = (Word16*)dst;
+  const int lanes = (int)g.sg_size();
+  const int lane = (int)g.sg_lane();
+  // As many destination words per step as sg_copy_words has: 2 or 8 measured the same as 4 on an H200 in
+  // the tile build (odd_p 0.519 / 0.514 against 0.522, docs/performance.md). That is because nvcc 13 (sm_90)
+  // schedules each word's merge next to its two loads, so a work-item waits for them before it issues the
+  // next word's loads. Loading every word of a step before any merge fixes the order in the disassembly but
+  // spills 16 - 402 bytes in the small-batch builds at 2 - 8 words (-Xptxas -v); not measured, not taken.
+  constexpr int unroll = G::kUnroll16;
+  const int step = lanes * unroll;
+  const bool backward = ordered && dst > src;
+  const int steps = (count + step - 1) / step;
+  for (int n = 0; n < steps; ++n) {
+    const int base = (backward ? steps - 1 - n : n) * step;
+    Word16 v[unroll];
+#pragma unroll
+    for (int u = 0; u < unroll; ++u) {
+      int i = base + u * lanes + lane;
+      if (i < count) v[u] = merge_words(load_word<Streaming>(s + i), load_word<Streaming>(s + i + 1), k);
+    }
+    if (ordered) g.sg_barrier();
+#pragma unroll
+    for (int u = 0; u < unroll; ++u) {
+      int i = base + u * lanes + lane;
+      if (i < count) store_word<Streaming>(d + i, v[u]);
+    }
+  }
+}
+
+// A range copied with 16-byte stores: bytes up to the destination's first 16-byte boundary, whole words,
+// then the last bytes. The words are loaded aligned too: directly when source and destination agree mod 16,
+// else through sg_copy_shifted. (Until 2026-12 a mismatch fell back to the widest common width, down to one
+// byte per access: 0.26 of the roofline for odd offsets on an H200, see docs/performance.md.)
+template <bool Streaming = false, class G>
 XSC_FN void sg_copy_aligned(G& g, u64 src, u64 dst, int len, bool ordered) {
-  const int w = (int)sizeof(W);
-  int head = (int)((w - (int)(dst & (u64)(w - 1))) & (w - 1));
+  int head = (int)((16 - (int)(dst & 15u)) & 15);
   if (head > len) head = len;
-  const int words = (len - head) / w;
-  const int body = words * w;
+  const int words = (len - head) / 16;
+  const int body = words * 16;
   const int tail = len - head - body;
+  const bool word_aligned_src = ((src + (u64)head) & 15u) == 0;
+  const int lane = (int)g.sg_lane();
+  if (!ordered && g.sg_size() >= 16) {
+    // The head and tail bytes (at most 15 each, one per work-item) are loaded before the words and stored
+    // after them: their trips to memory then overlap the words' instead of adding two trips of their own
+    // to every piece that does not start and end on a 16-byte boundary.
+    const unsigned char* s = (const unsigned char*)src;
+    unsigned char* d = (unsigned char*)dst;
+    const int t = head + body + lane;
+    unsigned char hb = 0, tb = 0;
+    if (lane < head) hb = s[lane];
+    if (lane < tail) tb = s[t];
+    if (word_aligned_src) sg_copy_words<Word16, Streaming>(g, src + head, dst + head, words, false);
+    else sg_copy_shifted<Streaming>(g, src + head, dst + head, words, false);
+    if (lane < head) d[lane] = hb;
+    if (lane < tail) d[t] = tb;
+    return;
+  }
   const bool backward = ordered && dst > src;
   // Safe order for an overlapping range: forward = head, body, tail; backward = tail, body, head.
   if (!backward) sg_copy_bytes(g, src, dst, head, ordered);
   else sg_copy_bytes(g, src + head + body, dst + head + body, tail, ordered);
   if (ordered) g.sg_barrier();
-  sg_copy_words<W, Streaming>(g, src + head, dst + head, words, ordered);
+  if (word_aligned_src) sg_copy_words<Word16, Streaming>(g, src + head, dst + head, words, ordered);
+  else sg_copy_shifted<Streaming>(g, src + head, dst + head, words, ordered);
   if (ordered) g.sg_barrier();
   if (!backward) sg_copy_bytes(g, src + head + body, dst + head + body, tail, ordered);
   else sg_copy_bytes(g, src, dst, head, ordered);
 }
 
-// One contiguous range of at most kChunkBytes, copied by one sub-group with the widest accesses its
-// alignment allows.
+// One contiguous range of at most kChunkBytes, copied by one sub-group with 16-byte accesses whatever the
+// alignment of either side.
 template <bool Streaming = false, class G>
 XSC_FN void sg_copy_piece(G& g, u64 src, u64 dst, int len, bool ordered) {
-  switch (common_width(src, dst)) {
-    case 16: sg_copy_aligned<Word16, Streaming>(g, src, dst, len, ordered); break;
-    case 8: sg_copy_aligned<u64>(g, src, dst, len, ordered); break;
-    case 4: sg_copy_aligned<unsigned int>(g, src, dst, len, ordered); break;
-    case 2: sg_copy_aligned<unsigned short>(g, src, dst, len, ordered); break;
-    default: sg_copy_bytes(g, src, dst, len, ordered); break;
-  }
+  sg_copy_aligned<Streaming>(g, src, dst, len, ordered);
 }
 
 // A range of any length, cut into pieces of kChunkBytes. An overlapping range takes its pieces in the safe

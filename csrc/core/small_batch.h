@@ -81,15 +81,19 @@ XSC_FN void run_small_batch(G& g, const Source& src, i64 n) {
   }
 
   // 2. Running totals of the units after each entry's first `per_entry`, entry i of the batch held by lane
-  //    i / kItems, and the direct units of all sub-groups and of those before this one (slot j < w). Slot
+  //    i / per_lane, and the direct units of all sub-groups and of those before this one (slot j < w). Slot
   //    d * n + e of entry e comes before w = q * n + r for d < q, and for d == q when e < r.
+  // Entries are spread over every lane (ceil(n / lanes) each, not kItems): each entry's size may take loads
+  // and arithmetic (copy_states' spans do), and the scan waits for its slowest lane.
   const TileEnds ends = {g.scratch() + g.sg_id() * g.sg_size() * kItems, g.sg_size()};
-  const i64 first = g.sg_lane() * kItems;
+  const i64 per_lane = (i64)quotient((u64)(n + g.sg_size() - 1), (u64)g.sg_size());
+  const i64 first = g.sg_lane() * per_lane;
+  const i64 end = first + per_lane < n ? first + per_lane : n;
   i64 u[kItems];
-  entry_units(src, first, n, 0, u);
+  entry_units(src, first, end, 0, u);
   i64 sum = 0, direct_all = 0, direct_before = 0;
 #pragma unroll
-  for (int k = 0; k < kItems; ++k) {  // entries past n have no units, so they add nothing
+  for (int k = 0; k < kItems; ++k) {  // entries not this lane's have no units, so they add nothing
     const i64 done = u[k] < per_entry ? u[k] : per_entry;  // the entry's direct units
     const i64 before = q + (first + k < r ? 1 : 0);
     u[k] -= done;
@@ -98,7 +102,7 @@ XSC_FN void run_small_batch(G& g, const Source& src, i64 n) {
     sum += u[k];
   }
   i64 rest_units = 0;
-  ends.put(first, (u64)g.sg_exclusive_scan(sum, &rest_units), u);
+  ends.put(first, (u64)g.sg_exclusive_scan(sum, &rest_units), u, end);
   direct_all = g.sg_sum(direct_all);
   direct_before = g.sg_sum(direct_before);
   g.sg_barrier();  // the running totals are in local memory for every lane

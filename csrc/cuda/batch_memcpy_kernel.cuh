@@ -104,25 +104,19 @@ struct CudaGroup {
 constexpr size_t table_bytes(int threads) { return sizeof(xsc::u64) * threads * xsc::kItems; }
 constexpr size_t kTableBytes = table_bytes(kThreads);
 
-// The small-batch builds' blocks and grid: small_batch.h needs neither a group barrier nor the grid to be
-// resident, so their blocks may be smaller and the grid several resident grids deep.
+// The small-batch builds' blocks: small_batch.h needs no group barrier, so their blocks may be narrower than
+// the tile builds'. Its grid is one resident grid of them, at one block per SM: several resident grids' worth
+// of blocks (0.79 - 0.84 on `step` against 0.86) and two or three blocks per SM (64 / 80 registers, spilling:
+// 0.65 / 0.74) lost on an H200 (docs/tuning-rounds-1-3.md), and their knobs were retired.
 #ifndef XSC_SMALL_THREADS
 #define XSC_SMALL_THREADS 512
 #endif
-#ifndef XSC_SMALL_WAVES
-#define XSC_SMALL_WAVES 1
-#endif
 constexpr int kSmallThreads = XSC_SMALL_THREADS;
-constexpr int kSmallWaves = XSC_SMALL_WAVES;
-#ifndef XSC_SMALL_MIN_BLOCKS
-#define XSC_SMALL_MIN_BLOCKS 1
-#endif
-constexpr int kSmallMinBlocks = XSC_SMALL_MIN_BLOCKS;  // the small build's blocks per SM (launch bounds)
+constexpr int kSmallMinBlocks = 1;  // the small build's blocks per SM (launch bounds)
 // Whole warps (small_batch.h numbers sub-groups as if every one were full), within the launch bounds and
 // the warp_sums array that every build is compiled with.
 static_assert(kSmallThreads % 32 == 0 && kSmallThreads <= kThreads,
               "XSC_SMALL_THREADS: a multiple of 32, at most XSC_CUDA_THREADS");
-static_assert(kSmallWaves >= 1, "XSC_SMALL_WAVES: at least 1");
 
 // Opts `kernel` in to kTableBytes of dynamic shared memory (enough for any block up to kThreads wide) and
 // sets `blocks` to how many `threads`-wide blocks of it the whole device keeps resident: the persistent grid.
@@ -137,12 +131,10 @@ inline cudaError_t prepare_launch(Kernel kernel, int device, int* blocks, int th
   return e;
 }
 
-// The small-batch build's grid: kSmallWaves resident grids of kSmallThreads-wide blocks.
+// The small-batch build's grid: one resident grid of kSmallThreads-wide blocks.
 template <class Kernel>
 inline cudaError_t prepare_small_launch(Kernel kernel, int device, int* blocks) {
-  const cudaError_t e = prepare_launch(kernel, device, blocks, kSmallThreads);
-  *blocks *= kSmallWaves;
-  return e;
+  return prepare_launch(kernel, device, blocks, kSmallThreads);
 }
 
 // Each kernel comes in two builds: Small for the batches small_batch.h schedules (it checks again and takes

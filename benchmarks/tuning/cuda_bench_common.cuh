@@ -89,10 +89,13 @@ inline std::vector<Workload> workloads() {
           {"mixed", mixed, {}}};
 }
 
-// `step` and `tiny` in the bench's pool layout (Workload::pools), with int32 sizes. Same bytes as in the arena
+// `step` and `tiny` in the bench's pool layout, and the bench's `odd` (Workload::pools), with int32 sizes. Same bytes as in the arena
 // layout; in the 2026-12-01 sweeps our kernel's times here matched the bench's (docs/tuning-rounds-4-7.md).
 inline std::vector<Workload> pool_workloads() {
-  return {pool_workload("step_p", {{36, 48 << 10, 1}, {36, 1 << 20, 1}}), pool_workload("tiny_p", {{1, 4096, 4096}})};
+  // odd_p: 2000 blocks of 12,345 bytes at 12,345-byte strides, so a source and its destination differ mod 16
+  // unless their block indices agree mod 16; odd_a is its aligned twin (12,352 bytes, a multiple of 16).
+  return {pool_workload("step_p", {{36, 48 << 10, 1}, {36, 1 << 20, 1}}), pool_workload("tiny_p", {{1, 4096, 4096}}),
+          pool_workload("odd_p", {{1, 12345, 2000}}), pool_workload("odd_a", {{1, 12352, 2000}})};
 }
 
 // The bench's workloads, then pool_workloads(), keeping those named in the comma list of environment

@@ -1,5 +1,5 @@
 // Torch-free sweep of the CUDA twin's tuning knobs (chunk size, unroll, threads, blocks per SM), each
-// compiled as its own binary with -D flags by benchmarks/cuda_sweep.sh. Prints, per workload, the median
+// compiled as its own binary with -D flags by benchmarks/tuning/cuda_sweep.sh. Prints, per workload, the median
 // time and the ratio to one cudaMemcpyAsync of the same total bytes (the roofline), after checking that
 // every byte of the copy is right, and the same ratio for a plain copy of those bytes as one range with the
 // same grid and unroll ("flat": what is left to gain from scheduling alone). SWEEP_WORKLOADS="step,tiny"

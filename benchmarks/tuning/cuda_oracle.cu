@@ -6,7 +6,7 @@
 // The op cannot work this way (its sizes may live only on the device). Variants in one run: 4 or 8 loads
 // of 16 bytes in flight per work-item, plain or streaming (copy_routine.h's load_word / store_word), at
 // our grid (one 512-wide block per SM) and at two blocks per SM (the oracle needs few registers).
-//   nvcc -std=c++17 -O3 -arch=sm_90 -Icsrc/core -Icsrc/cuda benchmarks/cuda_oracle.cu -o oracle && ./oracle
+//   nvcc -std=c++17 -O3 -arch=sm_90 -Icsrc/core -Icsrc/cuda benchmarks/tuning/cuda_oracle.cu -o oracle && ./oracle
 #include "cuda_bench_common.cuh"
 
 constexpr int kPieces = 4;  // table slots per warp: a share of step or tiny covers at most three entries

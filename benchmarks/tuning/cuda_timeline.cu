@@ -4,7 +4,7 @@
 // gap between a one-thread kernel before and after each launch. With several tiles (more than 4096
 // entries), "scanned" and "first job known" are those of the last tile that was scanned; a batch whose
 // every tile a group vote skips (4096 one-unit entries) records neither. Torch-free; on a CUDA GPU:
-//   nvcc -std=c++17 -O3 -arch=sm_90 -Icsrc/core -Icsrc/cuda benchmarks/cuda_timeline.cu -o timeline && ./timeline
+//   nvcc -std=c++17 -O3 -arch=sm_90 -Icsrc/core -Icsrc/cuda benchmarks/tuning/cuda_timeline.cu -o timeline && ./timeline
 #include <algorithm>
 #include <string>
 

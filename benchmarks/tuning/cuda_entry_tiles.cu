@@ -6,7 +6,7 @@
 // the warps), which is why the op does not use it. It measures how much occupancy is worth on the
 // batches where it is fair: step and tiny.
 //   nvcc -std=c++17 -O3 -arch=sm_90 -Icsrc/core -Icsrc/cuda -DET_TILES=16 -DET_MIN_BLOCKS=8 \
-//        benchmarks/cuda_entry_tiles.cu -o entry_tiles && ./entry_tiles
+//        benchmarks/tuning/cuda_entry_tiles.cu -o entry_tiles && ./entry_tiles
 #include <string>
 
 #include "cuda_bench_common.cuh"
