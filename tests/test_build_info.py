@@ -110,19 +110,23 @@ def test_doctor_flags_a_mismatched_build_as_a_problem(package_copy):
     assert any(f"built for torch {FAKE_TORCH}" in problem for problem in report["problems"]), report["problems"]
 
 
-@pytest.mark.parametrize("recorded", [FAKE_TORCH, "same"])
-def test_a_missing_symbol_is_explained_instead_of_the_loader_message(package_copy, recorded):
-    folder, copy = package_copy
+def replace_with_a_library_missing_a_symbol(folder, extension):
     compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("g++")
     assert compiler, "a C compiler is needed to make the stand-in library (the build needs one too)"
-    if recorded == "same":
-        info = xpu_state_copy.build_info()
-        (copy / "_build_info.py").write_text(f"BUILD_INFO = {info!r}\n")
     stand_in = folder / "needs_a_missing_symbol.c"
     stand_in.write_text("extern void xsc_symbol_torch_no_longer_exports(void);\n"
                         "void xsc_touch(void) { xsc_symbol_torch_no_longer_exports(); }\n")
-    (extension,) = copy.glob("_C*.so")
     subprocess.run([compiler, "-x", "c", "-shared", "-fPIC", "-o", str(extension), str(stand_in)], check=True)
+
+
+@pytest.mark.parametrize("recorded", [FAKE_TORCH, "same"])
+def test_a_missing_symbol_is_explained_instead_of_the_loader_message(package_copy, recorded):
+    folder, copy = package_copy
+    if recorded == "same":
+        info = xpu_state_copy.build_info()
+        (copy / "_build_info.py").write_text(f"BUILD_INFO = {info!r}\n")
+    (extension,) = copy.glob("_C*.so")
+    replace_with_a_library_missing_a_symbol(folder, extension)
     done = run_python(folder, "import xpu_state_copy")
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
@@ -131,3 +135,17 @@ def test_a_missing_symbol_is_explained_instead_of_the_loader_message(package_cop
     assert f"built for torch {built}" in last and f"torch {torch.__version__}" in last
     assert "rebuild xpu_state_copy against the installed torch" in last
     assert "undefined symbol: xsc_symbol_torch_no_longer_exports" in last  # kept, after the explanation
+
+
+def test_a_sycl_module_missing_a_symbol_leaves_the_import_and_explains_itself(package_copy):
+    folder, copy = package_copy
+    found = list(copy.glob("_sycl_jit*.so"))
+    if not found:
+        pytest.skip("this build has no _sycl_jit module")
+    replace_with_a_library_missing_a_symbol(folder, found[0])
+    done = run_python(folder, "import warnings; warnings.simplefilter('ignore'); import xpu_state_copy as x; "
+                              "print(x.sycl_status()[1])")
+    assert done.returncode == 0, done.stderr
+    reason = done.stdout.strip().splitlines()[-1]
+    assert reason.startswith(f"xpu_state_copy was built for torch {FAKE_TORCH}"), reason
+    assert "xpu_state_copy._sycl_jit cannot be loaded" in reason and "rebuild" in reason

@@ -69,6 +69,7 @@ def sycl_host_view(source):
     return target
 
 
+@functools.lru_cache(maxsize=None)
 def cxx_standard():
     """The -std BuildExtension adds for this torch (it forces one when the extension names none)."""
     found = re.search(r"'(c\+\+\d\d)'", inspect.getsource(cpp_extension.BuildExtension))
@@ -106,14 +107,17 @@ def results():
         return None
     prepare_headers()
 
-    def check(unit):
-        config, source, macros = unit
-        args = command(source, macros, sycl_prefix)
+    # The command lines are made here, not in the threads: inspect.getsource (cxx_standard) parses Python,
+    # and CPython 3.11's parser is not safe to run in two threads at once (seen: SystemError).
+    commands = {(config, source): command(source, macros, sycl_prefix) for config, source, macros in units()}
+
+    def check(item):
+        key, args = item
         done = subprocess.run(args, capture_output=True, text=True, cwd=ROOT)
-        return (config, source), (args, done.returncode, done.stdout + done.stderr)
+        return key, (args, done.returncode, done.stdout + done.stderr)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        return dict(pool.map(check, units()))
+        return dict(pool.map(check, commands.items()))
 
 
 def test_the_check_covers_every_xpu_host_unit():

@@ -60,6 +60,8 @@ def sycl_status():
         return "sycl-aot", "compiled ahead of time by icpx"
     if _sycl_module is not None:
         return _sycl_module.kernel_origin(), "kernel compiled at run time by SYCL's kernel compiler"
+    if _sycl_error is not None and str(_sycl_error).startswith("xpu_state_copy was built for torch"):
+        return None, str(_sycl_error)  # built for another torch: the message names the fix
     if _sycl_error is not None:
         return None, (f"the SYCL module failed to load ({_sycl_error}); install the SYCL runtime it was "
                       "built against: pip install intel-sycl-rt intel-opencl-rt")
