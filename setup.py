@@ -55,8 +55,9 @@ if USE_JIT and PREFIX is None:
 CXX_FLAGS = ["-O3"]
 SYCL_HOST_FLAGS = ["-DSYCL_DISABLE_FSYCL_SYCLHPP_WARNING", "-Wno-deprecated-declarations"]
 CORE = [rel("csrc", "torch", f) for f in ("schema.cpp", "checks.cpp", "state_plan.cpp", "cpu_ops.cpp", "pointer_ops.cpp",
-                                                  "module.cpp")]
-SYCL_OPS = [rel("csrc", "torch", "sycl_ops.cpp"), rel("csrc", "sycl", "launcher.cpp")]
+                                                  "module.cpp", "spec_decode.cpp", "spec_decode_cpu.cpp")]
+SYCL_OPS = [rel("csrc", "torch", "sycl_ops.cpp"), rel("csrc", "sycl", "launcher.cpp"),
+            rel("csrc", "torch", "spec_decode_sycl.cpp")]
 INCLUDES = [str(ROOT / "csrc" / d) for d in ("core", "sycl", "torch")] + [str(GENERATED)]
 
 ext_modules = []
@@ -86,6 +87,7 @@ if USE_JIT:
     ext_modules.append(ce.CppExtension(
         "xpu_state_copy._sycl_jit",
         SYCL_OPS + [rel("csrc", "torch", "checks.cpp"), rel("csrc", "torch", "state_plan.cpp"),
+                    rel("csrc", "torch", "spec_decode.cpp"),
                     rel("csrc", "torch", "sycl_module.cpp"),
                     rel("csrc", "sycl", "kernel_provider_jit.cpp")],
         include_dirs=INCLUDES + [str(PREFIX / "include"), str(PREFIX / "include" / "sycl")],

@@ -5,7 +5,8 @@ arithmetic. Here addresses are taken from tensors in C++ and copied by one kerne
 GPUs and the OpenCL CPU device, a CUDA twin on NVIDIA GPUs, memmove on plain CPU tensors).
 """
 from ._loader import BackendUnavailable, backend, sycl_status
-from .ops import STATE_KINDS, batch_memcpy, copy_states_, pointer_table, write_pointers_
+from .ops import (STATE_KINDS, batch_memcpy, copy_states_, mamba_spec_decode_postprocess_,
+                  mamba_spec_decode_precopy_, pointer_table, write_pointers_)
 from .pointers import as_signed, as_unsigned
 from .validate import UnsafeBatch, validate_batch
 
@@ -20,6 +21,8 @@ __all__ = [
     "backend",
     "batch_memcpy",
     "copy_states_",
+    "mamba_spec_decode_postprocess_",
+    "mamba_spec_decode_precopy_",
     "pointer_table",
     "sycl_status",
     "validate_batch",
