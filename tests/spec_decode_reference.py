@@ -163,7 +163,7 @@ def random_postprocess(rng: random.Random, layout: str = "sd", precomputed: bool
         draft = num_spec if decode else 0
         sched = 1 + draft if decode else rng.randint(1, block_size * 2)
         done = rng.randint(0, block_size * (columns - 2) - sched)
-        if rng.random() < 0.5:  # half the requests end this step at or just short of a block boundary
+        if rng.random() < 0.7:  # most requests end this step at or just short of a block boundary
             target = block_size * rng.randint(1, columns - 3) - rng.randint(0, draft)
             done = max(0, target - sched + draft)
         running = done + sched - draft
