@@ -55,8 +55,9 @@ def rel(*parts):
 CXX_FLAGS = ["-O3"]
 SYCL_HOST_FLAGS = ["-DSYCL_DISABLE_FSYCL_SYCLHPP_WARNING", "-Wno-deprecated-declarations"]
 CORE = [rel("csrc", "torch", f) for f in ("schema.cpp", "checks.cpp", "state_plan.cpp", "cpu_ops.cpp", "pointer_ops.cpp",
-                                                  "module.cpp")]
-SYCL_OPS = [rel("csrc", "torch", "sycl_ops.cpp"), rel("csrc", "sycl", "launcher.cpp")]
+                                                  "module.cpp", "spec_decode.cpp", "spec_decode_cpu.cpp")]
+SYCL_OPS = [rel("csrc", "torch", "sycl_ops.cpp"), rel("csrc", "sycl", "launcher.cpp"),
+            rel("csrc", "torch", "spec_decode_sycl.cpp")]
 INCLUDES = [str(ROOT / "csrc" / d) for d in ("core", "sycl", "torch")] + [str(GENERATED)]
 
 
@@ -73,7 +74,8 @@ def module_sources(aot, cuda, jit, torch_xpu):
     if jit:
         modules["xpu_state_copy._sycl_jit"] = (
             SYCL_OPS + [rel("csrc", "torch", "checks.cpp"), rel("csrc", "torch", "state_plan.cpp"),
-                        rel("csrc", "torch", "sycl_module.cpp"), rel("csrc", "sycl", "kernel_provider_jit.cpp")],
+                        rel("csrc", "torch", "spec_decode.cpp"), rel("csrc", "torch", "sycl_module.cpp"),
+                        rel("csrc", "sycl", "kernel_provider_jit.cpp")],
             [("XSC_WITH_TORCH_XPU", None)] if torch_xpu else [])
     return modules
 

@@ -196,3 +196,121 @@ def test_validate_mode_checks_copies_against_the_recorded_state_pools(tmp_path, 
     with pytest.raises(ValueError, match=r"entry 0: destination range .* lies outside every bound tensor"):
         module.do_mamba_copy_block((pointer_table([ssm[1]]), pointer_table([stray]), sizes))
     assert int(stray.count_nonzero()) == 0
+
+
+# The same unsafe store, formatted the ways a formatter or a person may write it.
+SPLIT_STORE = UNSAFE.replace("self.state_base_addrs[idx] = state.data_ptr()",
+                             "self.state_base_addrs[\n                idx\n            ] = (\n"
+                             "                state.data_ptr()\n            )")
+ALIASED_STORE = UNSAFE.replace("self.state_base_addrs[idx] = state.data_ptr()",
+                               "address = state.data_ptr()\n            self.state_base_addrs[idx] = address")
+# A raw store in a method the patch does not wrap (its table never stands behind the two's-complement writer).
+STRAY_STORE = UNSAFE + '''
+    def refresh(self, state):
+        self.state_base_addrs[0] = state.data_ptr() + 0
+'''
+
+
+@pytest.mark.parametrize("source", [SPLIT_STORE, ALIASED_STORE], ids=["split", "aliased"])
+def test_a_store_split_over_lines_or_aliased_is_found_and_fixed(tmp_path, source):
+    module = load(tmp_path, source)
+    layout = inspect_mamba_utils(module, version="x")
+    assert layout.raw_pointer_tables == ("state_base_addrs", "block_table_ptrs")
+    assert layout.uncovered_pointer_stores == []
+    vllm_plugin.patch_mamba_utils(module)
+    context = module.MambaSpecDecodeGPUContext()
+    states, block_table = high_inputs()
+    context.initialize_from_forward_context(states, block_table)
+    assert [as_unsigned(v) for v in context.state_base_addrs.tolist()] == [s.data_ptr() for s in states]
+
+
+def test_a_store_the_patch_does_not_cover_is_reported_with_file_and_line(tmp_path, caplog):
+    module = load(tmp_path, STRAY_STORE)
+    layout = inspect_mamba_utils(module, version="x")
+    line = STRAY_STORE.splitlines().index("        self.state_base_addrs[0] = state.data_ptr() + 0") + 1
+    assert layout.uncovered_pointer_stores == [
+        f"{module.__file__}:{line} (MambaSpecDecodeGPUContext.refresh: self.state_base_addrs[...] = <data_ptr()>)"]
+    assert layout.has_unsafe_pointer_writes
+    with caplog.at_level(logging.WARNING, logger="vllm.xpu_state_copy"):
+        vllm_plugin.patch_mamba_utils(module)
+    warnings = [r.getMessage() for r in caplog.records if "does not make safe" in r.getMessage()]
+    assert len(warnings) == 1 and f"{module.__file__}:{line}" in warnings[0]
+
+
+def test_converted_stores_and_int64_copy_tables(tmp_path):
+    fixed = inspect_mamba_utils(load(tmp_path, FIXED, "fixed"), version="x")
+    assert fixed.raw_pointer_tables == () and fixed.uncovered_pointer_stores == []
+    # A raw store into the copy planner's tables is safe only while they are (or are made) uint64.
+    planner = "\ndef collect_mamba_copy_meta(copy_bufs, forward_context):\n" \
+              "    table = copy_bufs.dst_ptrs.np\n    table[0] = forward_context.data_ptr()\n"
+    covered = UNSAFE.replace("def collect_mamba_copy_meta(copy_bufs, forward_context):\n    pass\n", "") + planner
+    assert inspect_mamba_utils(load(tmp_path, covered, "covered"), "x").uncovered_pointer_stores == []
+    uncovered = covered.replace("torch.int64), dst_ptrs", "torch.float64), dst_ptrs").replace(
+        "dst_ptrs=make_buffer(n, dtype=torch.int64)", "dst_ptrs=make_buffer(n, dtype=torch.float64)")
+    layout = inspect_mamba_utils(load(tmp_path, uncovered, "uncovered"), "x")
+    assert [where.split(" ", 1)[1] for where in layout.uncovered_pointer_stores] == [
+        "(collect_mamba_copy_meta: table[...] = <data_ptr()>)"]
+
+
+def test_store_finder_on_its_own():
+    from xpu_state_copy.pointer_stores import find_pointer_stores
+
+    source = '''
+    class A:
+        def f(self, t, x):
+            self.tab[1] = (x
+                .data_ptr())
+            t[0], y = x.data_ptr(), 1
+            self.tab[2] = convert(x.data_ptr())
+            z = x.data_ptr()
+            z = 3
+            self.tab[3] = z
+            self.tab[4]: int = -x.data_ptr() if t else 0
+    '''
+    stores = find_pointer_stores(source, "m.py", first_line=10)
+    assert [(s.function, s.table, s.self_attribute, s.line) for s in stores] == [
+        ("A.f", "self.tab", "tab", 13), ("A.f", "t", None, 15), ("A.f", "self.tab", "tab", 20)]
+
+
+# A context with a fused copy whose parameters the plugin does not know: vLLM's method must stay, and the
+# warning must say what was not recognised.
+ODD_FUSED = UNSAFE + '''
+    def run_fused_postprocess(self, num_reqs, everything_else):
+        return "vllm's own"
+'''
+
+
+def test_unrecognised_fused_copies_stay_on_vllms_kernel_and_warn(tmp_path, caplog):
+    module = load(tmp_path, ODD_FUSED)
+    original = module.MambaSpecDecodeGPUContext.run_fused_postprocess
+    layout = inspect_mamba_utils(module, version="x")
+    assert layout.fused_copies == () and any("run_fused_postprocess takes" in w for w in layout.fused_unrecognised)
+    with caplog.at_level(logging.WARNING, logger="vllm.xpu_state_copy"):
+        applied = vllm_plugin.patch_mamba_utils(module)
+    assert len(applied) == 3  # the other fixes still apply
+    assert module.MambaSpecDecodeGPUContext.run_fused_postprocess is original
+    assert any("stay on vLLM's Triton kernels" in r.getMessage() and "run_fused_postprocess takes" in r.getMessage()
+               for r in caplog.records)
+
+
+def test_block_table_row_is_read_from_the_kernel_source():
+    from xpu_state_copy.vllm_spec_decode import table_row_by_slot
+
+    def by_batch_row(state_idx, batch_idx, req_idx, HAS_IDX_MAPPING):
+        bt_row_idx = batch_idx if HAS_IDX_MAPPING else req_idx
+        _copy_mamba_state_block(state_idx, bt_row_idx, 0)  # noqa: F821
+
+    def by_slot(state_idx, batch_idx, req_idx):
+        batch_idx = state_idx
+        _copy_mamba_state_block(state_idx, req_idx, 0)  # noqa: F821
+
+    def single_kernel(req_idx, base, block_table_stride_req):
+        return base + req_idx * block_table_stride_req
+
+    def unknown(state_idx, row):
+        _copy_mamba_state_block(state_idx, row + 1, 0)  # noqa: F821
+
+    assert table_row_by_slot(by_batch_row) is False
+    assert table_row_by_slot(by_slot) is True
+    assert table_row_by_slot(single_kernel) is True
+    assert table_row_by_slot(unknown) is None

@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include "checks.h"
+#include "spec_decode.h"
 #include "state_plan.h"
 #include "batch_memcpy_kernel.cuh"
 
@@ -59,9 +60,44 @@ void cuda_copy_states(at::TensorList states, at::IntArrayRef kinds, const at::Te
                shape.ids_are_64bit ? 1 : 0, static_cast<xsc::i64>(shape.requests));
 }
 
+using OptTensor = c10::optional<at::Tensor>;
+
+void launch_spec_decode(const at::Tensor& first_state, const xsc::SpecDecodeCall& call) {
+  if (call.source.count() == 0) return;
+  launch_build(xsc_cuda::spec_decode_kernel<false>, xsc_cuda::spec_decode_kernel<true>, first_state.device().index(),
+               call.source.count(), call.source, call.counts_out, call.copy_rest ? 1 : 0);
+}
+
+void cuda_spec_decode_postprocess(at::TensorList states, at::IntArrayRef kinds, at::IntArrayRef groups,
+                                  at::TensorList block_tables, int64_t block_size, int64_t num_rows,
+                                  const at::Tensor& num_accepted, const at::Tensor& state_idx,
+                                  const at::Tensor& num_computed, const OptTensor& num_scheduled,
+                                  const OptTensor& num_draft, const at::Tensor& num_accepted_out,
+                                  const OptTensor& idx_mapping, bool by_slot, bool copy_rest) {
+  TORCH_CHECK(!states.empty(), "states is empty");
+  const c10::cuda::CUDAGuard guard(states[0].device());
+  const xsc::SpecDecodeCall call = xsc::prepare_postprocess(
+      states, kinds, groups, block_tables, block_size, num_rows, num_accepted, state_idx, num_computed, num_scheduled,
+      num_draft, num_accepted_out, idx_mapping, by_slot, copy_rest, true);
+  launch_spec_decode(states[0], call);
+}
+
+void cuda_spec_decode_precopy(at::TensorList states, at::IntArrayRef kinds, at::IntArrayRef groups,
+                              at::TensorList block_tables, int64_t num_rows, const at::Tensor& dst_cols,
+                              const at::Tensor& src_cols, const at::Tensor& token_bias, const OptTensor& idx_mapping,
+                              bool by_slot) {
+  TORCH_CHECK(!states.empty(), "states is empty");
+  const c10::cuda::CUDAGuard guard(states[0].device());
+  const xsc::SpecDecodeCall call = xsc::prepare_precopy(states, kinds, groups, block_tables, num_rows, dst_cols,
+                                                        src_cols, token_bias, idx_mapping, by_slot, true);
+  launch_spec_decode(states[0], call);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(xpu_state_copy, CUDA, m) {
   m.impl("batch_memcpy", &cuda_batch_memcpy);
   m.impl("copy_states_", &cuda_copy_states);
+  m.impl("mamba_spec_decode_postprocess_", &cuda_spec_decode_postprocess);
+  m.impl("mamba_spec_decode_precopy_", &cuda_spec_decode_precopy);
 }

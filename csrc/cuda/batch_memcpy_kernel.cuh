@@ -5,6 +5,7 @@
 
 #include "batch_schedule.h"
 #include "entry_sources.h"
+#include "spec_decode_source.h"
 
 // The streaming hints of copy_routine.h's load_word / store_word for 16-byte words: loads through the
 // non-coherent path that allocate nothing in L1 and ask L2 for 256-byte sectors, stores marked as streaming
@@ -180,6 +181,23 @@ __global__ void __launch_bounds__(kBoundThreads<Small>, kBoundBlocks<Small>) cop
     const xsc::i64* plan, xsc::i64 states, const void* src_blocks, const void* dst_blocks, const void* shifts,
     int ids_are_64bit, xsc::i64 requests) {
   xsc::StatePlanSource source{plan, states, src_blocks, dst_blocks, shifts, ids_are_64bit, requests};
+  run_kernel_body<Small, xsc::kStatesSmallUnroll16>(source);
+}
+
+// The spec-decode copies (spec_decode_source.h): the accepted-token counts first, by the threads in turn
+// (no entry reads them), then the copies.
+template <bool Small>
+__global__ void __launch_bounds__(kBoundThreads<Small>, kBoundBlocks<Small>) spec_decode_kernel(
+    xsc::SpecDecodeSource source, int* counts_out, int copy_rest) {
+  if (counts_out != nullptr) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x; row < source.rows; row += stride) {
+      long long slot;
+      int value;
+      source.count_out(row, copy_rest != 0, &slot, &value);
+      if (slot >= 0) counts_out[slot] = value;
+    }
+  }
   run_kernel_body<Small, xsc::kStatesSmallUnroll16>(source);
 }
 

@@ -14,6 +14,7 @@ SOURCES = {
     "kBatchJobsHeader": HERE.parent / "core" / "batch_jobs.h",
     "kSmallBatchHeader": HERE.parent / "core" / "small_batch.h",
     "kBatchScheduleHeader": HERE.parent / "core" / "batch_schedule.h",
+    "kSpecDecodeSourceHeader": HERE.parent / "core" / "spec_decode_source.h",
 }
 DELIMITER = "xsc_src"  # must not appear in the sources as )xsc_src"
 

@@ -27,6 +27,7 @@ Kernels build_kernels(const sycl::context& context, sycl::device device) {
     headers.add("batch_jobs.h", kBatchJobsHeader);
     headers.add("small_batch.h", kSmallBatchHeader);
     headers.add("batch_schedule.h", kBatchScheduleHeader);
+    headers.add("spec_decode_source.h", kSpecDecodeSourceHeader);
     auto source = syclexp::create_kernel_bundle_from_source(context, syclexp::source_language::sycl,
                                                             std::string(kBatchCopyKernelSource),
                                                             syclexp::properties{headers});
@@ -34,7 +35,9 @@ Kernels build_kernels(const sycl::context& context, sycl::device device) {
     return Kernels{executable.ext_oneapi_get_kernel("xsc_batch_memcpy"),
                    executable.ext_oneapi_get_kernel("xsc_batch_memcpy_small"),
                    executable.ext_oneapi_get_kernel("xsc_copy_states"),
-                   executable.ext_oneapi_get_kernel("xsc_copy_states_small")};
+                   executable.ext_oneapi_get_kernel("xsc_copy_states_small"),
+                   executable.ext_oneapi_get_kernel("xsc_spec_decode"),
+                   executable.ext_oneapi_get_kernel("xsc_spec_decode_small")};
   } catch (const sycl::exception& e) {  // the compiler's own failure, with its log
     throw std::runtime_error(std::string("xpu_state_copy: compiling the SYCL copy kernels at run time failed; "
                                          "the build log follows (XPU_STATE_COPY_BACKEND=cpu avoids the SYCL "

@@ -32,6 +32,7 @@ struct CachedKernels {
   sycl::device device;
   KernelPair batch_memcpy;
   KernelPair copy_states;
+  KernelPair spec_decode;
 };
 
 std::mutex& cache_mutex() {
@@ -84,7 +85,8 @@ CachedKernels prepared_for(const sycl::queue& queue) {
     if (c.context == context && c.device == device) return c;
   const Kernels k = build_kernels(context, device);
   cache().push_back(CachedKernels{context, device, kernel_pair(device, k.batch_memcpy, k.batch_memcpy_small),
-                                  kernel_pair(device, k.copy_states, k.copy_states_small)});
+                                  kernel_pair(device, k.copy_states, k.copy_states_small),
+                                  kernel_pair(device, k.spec_decode, k.spec_decode_small)});
   return cache().back();
 }
 
@@ -113,6 +115,13 @@ sycl::event launch_copy_states(sycl::queue& queue, const CopyStatesArgs& a) {
   const Launchable kernel = prepared_for(queue).copy_states.for_batch(a.states * a.requests);
   return launch(queue, kernel, reinterpret_cast<const long long*>(a.plan), (long long)a.states, a.src_blocks,
                 a.dst_blocks, a.shifts, a.ids_are_64bit ? 1 : 0, (long long)a.requests);
+}
+
+sycl::event launch_spec_decode(sycl::queue& queue, const xsc::SpecDecodeSource& source, int* counts_out,
+                               bool copy_rest) {
+  if (source.rows == 0 || source.states == 0) return sycl::event();
+  const Launchable kernel = prepared_for(queue).spec_decode.for_batch(source.count());
+  return launch(queue, kernel, source, counts_out, copy_rest ? 1 : 0);
 }
 
 }  // namespace xsc_sycl

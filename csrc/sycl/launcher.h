@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "spec_decode_source.h"
+
 namespace xsc_sycl {
 
 struct BatchMemcpyArgs {
@@ -32,11 +34,16 @@ struct CopyStatesArgs {
 // first; later calls reuse them and their launch geometry.
 sycl::event launch_batch_memcpy(sycl::queue& queue, const BatchMemcpyArgs& args);
 sycl::event launch_copy_states(sycl::queue& queue, const CopyStatesArgs& args);
+// The spec-decode copies: the source's pointers (plan, counts, tables) device-visible; `counts_out` the
+// accepted-token counts it writes (null for a precopy).
+sycl::event launch_spec_decode(sycl::queue& queue, const xsc::SpecDecodeSource& source, int* counts_out,
+                               bool copy_rest);
 
 // Each kernel in its two builds: the tile schedule alone, and `_small` for small batches (small_batch.h).
 struct Kernels {
   sycl::kernel batch_memcpy, batch_memcpy_small;
   sycl::kernel copy_states, copy_states_small;
+  sycl::kernel spec_decode, spec_decode_small;
 };
 
 // "sycl-aot" or "sycl-jit": how this library obtains its kernels.

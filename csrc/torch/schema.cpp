@@ -12,6 +12,21 @@ TORCH_LIBRARY(xpu_state_copy, m) {
   // python/xpu_state_copy/ops.py (copy_states_) for the meaning of kinds, blocks and shifts.
   m.def("copy_states_(Tensor(a!)[] states, int[] kinds, Tensor src_blocks, Tensor dst_blocks, Tensor shifts) -> ()");
   m.def("_sycl_copy_states_(Tensor(a!)[] states, int[] kinds, Tensor src_blocks, Tensor dst_blocks, Tensor shifts) -> ()");
+  // Speculative-decoding state copies, decided on the device per (request, state) from block tables and token
+  // counts; see python/xpu_state_copy/ops.py (mamba_spec_decode_postprocess_ / _precopy_). The pools and
+  // the accepted-token output are written.
+#define XSC_SPEC_POSTPROCESS_ARGS                                                                       \
+  "(Tensor(a!)[] states, int[] kinds, int[] groups, Tensor[] block_tables, int block_size, int num_rows, " \
+  "Tensor num_accepted, Tensor state_idx, Tensor num_computed, Tensor? num_scheduled, Tensor? num_draft, " \
+  "Tensor(b!) num_accepted_out, Tensor? idx_mapping=None, bool block_table_by_slot=False, "                 \
+  "bool copy_unchanged_counts=True) -> ()"
+#define XSC_SPEC_PRECOPY_ARGS                                                                           \
+  "(Tensor(a!)[] states, int[] kinds, int[] groups, Tensor[] block_tables, int num_rows, Tensor dst_cols, " \
+  "Tensor src_cols, Tensor token_bias, Tensor? idx_mapping=None, bool block_table_by_slot=False) -> ()"
+  m.def("mamba_spec_decode_postprocess_" XSC_SPEC_POSTPROCESS_ARGS);
+  m.def("_sycl_mamba_spec_decode_postprocess_" XSC_SPEC_POSTPROCESS_ARGS);
+  m.def("mamba_spec_decode_precopy_" XSC_SPEC_PRECOPY_ARGS);
+  m.def("_sycl_mamba_spec_decode_precopy_" XSC_SPEC_PRECOPY_ARGS);
   m.def("pointer_table(Tensor[] tensors) -> Tensor");
   m.def("write_pointers_(Tensor(a!) table, Tensor[] tensors, int start=0) -> ()");
 }

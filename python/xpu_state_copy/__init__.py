@@ -6,7 +6,8 @@ GPUs and the OpenCL CPU device, a CUDA twin on NVIDIA GPUs, memmove on plain CPU
 """
 from ._build import TorchVersionMismatch, build_info
 from ._loader import BackendUnavailable, backend, sycl_status
-from .ops import STATE_KINDS, batch_memcpy, copy_states_, pointer_table, write_pointers_
+from .ops import (STATE_KINDS, batch_memcpy, copy_states_, mamba_spec_decode_postprocess_,
+                  mamba_spec_decode_precopy_, pointer_table, write_pointers_)
 from .pointers import as_signed, as_unsigned
 from .validate import UnsafeBatch, validate_batch
 
@@ -23,6 +24,8 @@ __all__ = [
     "batch_memcpy",
     "build_info",
     "copy_states_",
+    "mamba_spec_decode_postprocess_",
+    "mamba_spec_decode_precopy_",
     "pointer_table",
     "sycl_status",
     "validate_batch",

@@ -136,6 +136,10 @@ def problems(report):
                          "here have bit 63 set, and the xpu_state_copy plugin will not patch it "
                          f"({vllm.get('plugin_activation')}; entry point {vllm.get('plugin_entry_point')}, "
                          f"allowed by VLLM_PLUGINS: {vllm.get('plugin_allowed')})")
+    uncovered = vllm.get("layout", {}).get("uncovered_pointer_stores") or []
+    if high and uncovered:
+        found.append(f"vLLM {vllm.get('version')} stores raw device addresses where the xpu_state_copy plugin "
+                     f"does not make them safe: {'; '.join(uncovered)}")
     return found
 
 

@@ -182,3 +182,59 @@ def _write_pointers_fake(table, tensors, start=0):
     if meta and real:
         raise RuntimeError(f"{meta[0]} is on meta but {real[0][0]} is on {real[0][1]}; a meta tensor has no "
                            f"address: pass real tensors (or only meta ones, to trace shapes)")
+
+
+def mamba_spec_decode_postprocess_(states: Sequence[torch.Tensor], kinds: Sequence[str], groups: Sequence[int],
+                                   block_tables: Sequence[torch.Tensor], block_size: int, num_rows: int,
+                                   num_accepted: torch.Tensor, state_idx: torch.Tensor, num_computed: torch.Tensor,
+                                   num_accepted_out: torch.Tensor, num_scheduled: Optional[torch.Tensor] = None,
+                                   num_draft: Optional[torch.Tensor] = None,
+                                   idx_mapping: Optional[torch.Tensor] = None, block_table_by_slot: bool = False,
+                                   copy_unchanged_counts: bool = True) -> None:
+    """After a speculative-decoding step, save each request's running state at its last full block, in one
+    launch, deciding on the device (nothing is read back) whether and what to copy.
+
+    states, kinds: the state pools and their kinds, as for copy_states_; groups[j]: which of block_tables
+    (int32 ``[requests, blocks]``, columns contiguous) holds the blocks of states[j].
+    Per request slot (1-D int32 tensors on the states' device): num_accepted (accepted tokens), state_idx
+    (the block-table column of the running state) and num_computed; with num_scheduled and num_draft the
+    running state holds ``num_computed + num_scheduled - num_draft`` tokens, without them num_computed
+    already counts this step (the running state then holds ``num_computed - num_accepted + 1``). Row r of
+    the launch (r < num_rows) is request slot idx_mapping[r] (negative: skipped), or r without idx_mapping;
+    its block-table row is the slot if block_table_by_slot, else r.
+    With new = running + accepted - 1 and aligned = new // block_size * block_size, nothing happens unless
+    aligned >= running; then bias = aligned - running and the destination column is
+    aligned // block_size - 1. Every state is copied from column state_idx to that column: whole blocks
+    from column state_idx + bias, conv states with their first bias tokens dropped (an in-place left shift
+    when the block is the same); nothing when the columns are equal and bias is 0.
+    num_accepted_out[slot] is set to 1 where the columns are equal; with copy_unchanged_counts every other
+    row's slot gets num_accepted[slot]. It must not overlap any input (the decisions read the inputs as they
+    were before the call). Out-of-range columns, block ids or slots copy nothing.
+    """
+    _ops.mamba_spec_decode_postprocess_(
+        list(states), _state_kind_ids(kinds), list(groups), list(block_tables), block_size, num_rows, num_accepted,
+        state_idx, num_computed, num_scheduled, num_draft, num_accepted_out, idx_mapping, block_table_by_slot,
+        copy_unchanged_counts)
+
+
+def mamba_spec_decode_precopy_(states: Sequence[torch.Tensor], kinds: Sequence[str], groups: Sequence[int],
+                               block_tables: Sequence[torch.Tensor], num_rows: int, dst_cols: torch.Tensor,
+                               src_cols: torch.Tensor, token_bias: torch.Tensor,
+                               idx_mapping: Optional[torch.Tensor] = None, block_table_by_slot: bool = False) -> None:
+    """Before a step, move each request's state from block-table column src_cols[slot] to dst_cols[slot],
+    dropping token_bias[slot] accepted tokens (whole blocks: from column src + bias), in one launch decided
+    on the device. Rows, slots, tables and kinds as in mamba_spec_decode_postprocess_; a request with a
+    negative source column or equal columns copies nothing.
+    """
+    _ops.mamba_spec_decode_precopy_(list(states), _state_kind_ids(kinds), list(groups), list(block_tables),
+                                    num_rows, dst_cols, src_cols, token_bias, idx_mapping, block_table_by_slot)
+
+
+def _state_kind_ids(kinds) -> tuple:
+    kinds = tuple(kinds)
+    return _kind_ids(kinds) if _cacheable(kinds) else _kind_ids.__wrapped__(kinds)
+
+
+for _name in ("mamba_spec_decode_postprocess_", "_sycl_mamba_spec_decode_postprocess_",
+              "mamba_spec_decode_precopy_", "_sycl_mamba_spec_decode_precopy_"):
+    torch.library.register_fake(f"xpu_state_copy::{_name}")(lambda *args, **kwargs: None)

@@ -4,10 +4,12 @@ vLLM's ``vllm.v1.worker.mamba_utils`` moved a lot between releases. Rather than 
 the plugin reads the module's own source to find:
   * the module-level ``batch_memcpy(src_ptrs, dst_ptrs, sizes)`` that ``do_mamba_copy_block`` calls;
   * in ``MambaSpecDecodeGPUContext``, the method that stores ``x.data_ptr()`` straight into an int64 table
-    (``self.<table>[i] = x.data_ptr()``: 0.23.0-0.28.0); an XPU address (bit 63 set) overflows there;
-  * whether ``MambaCopyBuffers.create`` asks for int64 pointer tables (0.23.0), whose numpy view overflows
-    the same way.
-Releases that wrap the value first (0.29.0+) do not match the pattern and are left alone.
+    (``self.<table>[i] = x.data_ptr()``: 0.22.1-0.28.0); an XPU address (bit 63 set) overflows there;
+  * whether ``MambaCopyBuffers.create`` asks for int64 pointer tables (0.22.1-0.23.0), whose numpy view
+    overflows the same way.
+The stores are found from the module's syntax tree (pointer_stores), so no formatting hides one. Releases
+that convert the value first (0.29.0+) have no raw store and are left alone. A raw store the plugin's
+changes do not cover is listed in ``uncovered_pointer_stores`` (file and line) for the plugin to warn about.
 """
 import dataclasses
 import importlib.metadata
@@ -15,15 +17,21 @@ import inspect
 import re
 from typing import Optional
 
+from .pointer_stores import find_pointer_stores
+from .vllm_spec_decode import inspect_spec_decode
+
 MAMBA_UTILS = "vllm.v1.worker.mamba_utils"
 # Where vLLM's fused spec-decode context fills its tables; older releases do it directly in the public
 # method, newer ones in a helper it calls. The first one found that writes raw pointers is patched.
 POINTER_WRITERS = ("_populate_metadata", "initialize_from_forward_context")
 
-# `self.<table>[<index>] = <name>.data_ptr()` with nothing converting the value in between.
-_RAW_POINTER_WRITE = re.compile(r"self\.(\w+)\[[^\]\n]+\]\s*=\s*[\w.]+\.data_ptr\(\)\s*$", re.MULTILINE)
+SPEC_DECODE_CONTEXT = "MambaSpecDecodeGPUContext"
+# The planner that fills MambaCopyBuffers' host tables: its raw stores are safe exactly when those tables
+# are uint64 (natively from 0.25, or made so by the plugin).
+COPY_META_FILLER = "collect_mamba_copy_meta"
 # `src_ptrs=make_buffer(..., dtype=torch.int64)` (and dst_ptrs) inside MambaCopyBuffers.create.
 _INT64_COPY_TABLE = re.compile(r"\b(src_ptrs|dst_ptrs)\s*=\s*make_buffer\([^)]*torch\.int64")
+_UINT64_COPY_TABLE = re.compile(r"\b(src_ptrs|dst_ptrs)\s*=\s*make_buffer\([^)]*torch\.uint64")
 _BATCH_MEMCPY_PARAMS = ["src_ptrs", "dst_ptrs", "sizes"]
 
 
@@ -37,14 +45,22 @@ class VllmLayout:
     raw_pointer_tables: tuple = ()  # the int64 tables those writes fill
     int64_copy_tables: bool = False  # MambaCopyBuffers src_ptrs/dst_ptrs built as int64
     unrecognised: list = dataclasses.field(default_factory=list)  # why the layout is not understood
+    # raw data_ptr() stores no planned change makes safe: "file:line (function: table[...] = ...)"
+    uncovered_pointer_stores: list = dataclasses.field(default_factory=list)
+    # MambaSpecDecodeGPUContext's fused-copy methods our ops can serve, whether each one's block-table row is
+    # the request slot, and what about the context was not recognised (then vLLM's kernels stay)
+    fused_copies: tuple = ()
+    fused_rows_by_slot: dict = dataclasses.field(default_factory=dict)
+    fused_unrecognised: list = dataclasses.field(default_factory=list)
 
     @property
     def has_unsafe_pointer_writes(self) -> bool:
-        return bool(self.raw_pointer_tables) or self.int64_copy_tables
+        return bool(self.raw_pointer_tables) or self.int64_copy_tables or bool(self.uncovered_pointer_stores)
 
     def as_dict(self) -> dict:
         out = dataclasses.asdict(self)
         out["raw_pointer_tables"] = list(self.raw_pointer_tables)
+        out["fused_copies"] = list(self.fused_copies)
         out["has_unsafe_pointer_writes"] = self.has_unsafe_pointer_writes
         return out
 
@@ -92,44 +108,69 @@ def _inspect_batch_memcpy(module, layout: VllmLayout) -> None:
     layout.batch_memcpy_routable = True
 
 
-def _inspect_spec_decode_context(module, layout: VllmLayout) -> None:
-    context = getattr(module, "MambaSpecDecodeGPUContext", None)
+def _module_pointer_stores(module, layout: VllmLayout):
+    """Every raw data_ptr() store in the module's source, or None (and why, in layout) if unreadable."""
+    source = _source(module)
+    if source is None:
+        layout.unrecognised.append(f"cannot read the source of {getattr(module, '__name__', module)}")
+        return None
+    filename = getattr(module, "__file__", None) or getattr(module, "__name__", "<module>")
+    try:
+        return find_pointer_stores(source, filename)
+    except SyntaxError as error:
+        layout.unrecognised.append(f"cannot parse the source of {filename}: {error}")
+        return None
+
+
+def _inspect_spec_decode_context(module, stores, layout: VllmLayout) -> None:
+    context = getattr(module, SPEC_DECODE_CONTEXT, None)
     if context is None:
         return  # releases without the fused spec-decode path have nothing to fix here
-    for name in POINTER_WRITERS:
-        function = _own_function(context, name)
-        if function is None:
-            continue
-        source = _source(function)
-        if source is None:
-            layout.unrecognised.append(f"cannot read the source of MambaSpecDecodeGPUContext.{name}")
-            return
-        tables = tuple(dict.fromkeys(_RAW_POINTER_WRITE.findall(source)))
-        if tables:
-            layout.pointer_writer, layout.raw_pointer_tables = name, tables
-            return
     if not any(_own_function(context, name) for name in POINTER_WRITERS):
-        layout.unrecognised.append("MambaSpecDecodeGPUContext has none of " + ", ".join(POINTER_WRITERS))
+        layout.unrecognised.append(f"{SPEC_DECODE_CONTEXT} has none of " + ", ".join(POINTER_WRITERS))
+        return
+    for name in POINTER_WRITERS:
+        tables = [store.self_attribute for store in stores
+                  if store.function == f"{SPEC_DECODE_CONTEXT}.{name}" and store.self_attribute]
+        if tables and _own_function(context, name) is not None:
+            layout.pointer_writer, layout.raw_pointer_tables = name, tuple(dict.fromkeys(tables))
+            return
 
 
-def _inspect_copy_buffers(module, layout: VllmLayout) -> None:
+def _inspect_copy_buffers(module, layout: VllmLayout) -> bool:
+    """Fills int64_copy_tables; True when the copy tables end up uint64 (natively or by the plugin)."""
     buffers = getattr(module, "MambaCopyBuffers", None)
     create = _own_function(buffers, "create") if buffers is not None else None
     if create is None:
-        return
+        return False
     source = _source(create)
     if source is None:
         layout.unrecognised.append("cannot read the source of MambaCopyBuffers.create")
-        return
+        return False
     layout.int64_copy_tables = bool(_INT64_COPY_TABLE.search(source))
     if layout.int64_copy_tables and "make_buffer" not in inspect.signature(create).parameters:
         layout.unrecognised.append("MambaCopyBuffers.create has no make_buffer parameter")
+    return layout.int64_copy_tables or bool(_UINT64_COPY_TABLE.search(source))
+
+
+def _covered(store, layout: VllmLayout, copy_tables_uint64: bool) -> bool:
+    """Whether a planned change makes this raw store safe."""
+    if layout.pointer_writer and store.function == f"{SPEC_DECODE_CONTEXT}.{layout.pointer_writer}":
+        return store.self_attribute in layout.raw_pointer_tables  # stored through the two's-complement table
+    return store.function == COPY_META_FILLER and copy_tables_uint64
 
 
 def inspect_mamba_utils(module, version: Optional[str] = None) -> VllmLayout:
     """Read an imported ``vllm.v1.worker.mamba_utils`` and say what in it needs changing."""
     layout = VllmLayout(version=version if version is not None else installed_vllm_version())
     _inspect_batch_memcpy(module, layout)
-    _inspect_spec_decode_context(module, layout)
-    _inspect_copy_buffers(module, layout)
+    stores = _module_pointer_stores(module, layout)
+    if stores is None:
+        return layout
+    _inspect_spec_decode_context(module, stores, layout)
+    copy_tables_uint64 = _inspect_copy_buffers(module, layout)
+    layout.uncovered_pointer_stores = [store.where() for store in stores
+                                       if not _covered(store, layout, copy_tables_uint64)]
+    methods, rows, why = inspect_spec_decode(module)
+    layout.fused_copies, layout.fused_rows_by_slot, layout.fused_unrecognised = tuple(methods), rows, why
     return layout

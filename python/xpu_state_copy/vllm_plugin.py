@@ -4,14 +4,18 @@ Loaded by vLLM in every process through the ``vllm.general_plugins`` entry point
 (or with XPU_STATE_COPY_VLLM=1; =0 turns it off) it waits until ``vllm.v1.worker.mamba_utils`` is imported
 and then, after reading that module's source (see vllm_compat):
   * routes its ``batch_memcpy`` (called by ``do_mamba_copy_block``) to ours: one SYCL launch per step;
-  * where ``MambaSpecDecodeGPUContext`` stores raw ``data_ptr()`` values into int64 tables (0.23.0-0.28.0),
+  * where ``MambaSpecDecodeGPUContext`` stores raw ``data_ptr()`` values into int64 tables (0.22.1-0.28.0),
     runs that method with the tables standing behind a writer that stores the same 64 bits as int64
     (two's complement), so an XPU address (bit 63 set) no longer raises "Overflow when unpacking long long";
-  * where ``MambaCopyBuffers`` asks for int64 pointer tables (0.23.0), hands it uint64 ones instead;
+  * where ``MambaCopyBuffers`` asks for int64 pointer tables (0.22.1-0.23.0), hands it uint64 ones instead;
+  * warns, naming file and line, about any raw ``data_ptr()`` store none of these changes covers;
   * with XPU_STATE_COPY_VALIDATE=1, records the state tensors ``collect_mamba_copy_meta`` sees and passes
     them to our batch_memcpy as bounds, so every copy is checked to stay inside vLLM's state pools.
+  * where it recognises ``MambaSpecDecodeGPUContext``'s fused copies (run_fused_postprocess, and
+    run_fused_precopy / run_fused_postprocess_align where the release has them), serves them with
+    mamba_spec_decode_postprocess_ / _precopy_ (vllm_spec_decode), so no address passes through Triton;
+    where it does not, vLLM's kernels stay (with the address fix) and it warns, naming what it did not know.
 Nothing of vLLM's code is replaced beyond those attributes; a layout it does not recognise is left alone.
-vLLM's fused spec-decode Triton kernel itself is not replaced: given the corrected tables it runs as before.
 """
 import functools
 import importlib.abc
@@ -24,6 +28,7 @@ import weakref
 from . import validate
 from .pointers import as_signed
 from .vllm_compat import MAMBA_UTILS, inspect_mamba_utils
+from .vllm_spec_decode import replace_fused_copies
 
 ENV_SWITCH = "XPU_STATE_COPY_VLLM"
 # A child of vLLM's "vllm" logger, so the line comes out through vLLM's own handler and format.
@@ -154,6 +159,7 @@ def _routed_batch_memcpy(vllm_batch_memcpy):
 
 
 ROUTE_BATCH_MEMCPY = "batch_memcpy -> xpu_state_copy.batch_memcpy"
+FUSED_COPIES = "-> xpu_state_copy.mamba_spec_decode_* (no Triton address arithmetic)"
 UINT64_COPY_TABLES = "MambaCopyBuffers src_ptrs/dst_ptrs built as uint64"
 RECORD_STATE_BOUNDS = "collect_mamba_copy_meta records state tensors as copy bounds (XPU_STATE_COPY_VALIDATE=1)"
 
@@ -168,6 +174,8 @@ def planned_changes(layout):
                        f"{', '.join(layout.raw_pointer_tables)} as two's complement int64")
     if layout.int64_copy_tables:
         changes.append(UINT64_COPY_TABLES)
+    if layout.fused_copies:
+        changes.append(f"MambaSpecDecodeGPUContext.{', '.join(layout.fused_copies)} {FUSED_COPIES}")
     if layout.batch_memcpy_routable and validate.requested():
         changes.append(RECORD_STATE_BOUNDS)
     return changes
@@ -186,6 +194,8 @@ def _apply(module, layout, change):
         if getattr(collect, _MARK, False):
             return False
         module.collect_mamba_copy_meta = _recording_state_bounds(collect)
+    elif change.endswith(FUSED_COPIES):
+        return bool(replace_fused_copies(module, layout.fused_copies, layout.fused_rows_by_slot))
     elif change == UINT64_COPY_TABLES:
         buffers = module.MambaCopyBuffers
         if getattr(buffers.create, _MARK, False):
@@ -208,6 +218,14 @@ def patch_mamba_utils(module):
             logger.warning("xpu_state_copy: vLLM %s has a mamba_utils layout this plugin does not recognise "
                            "(%s); patched nothing", layout.version, "; ".join(layout.unrecognised))
             return []
+        if layout.uncovered_pointer_stores:
+            logger.warning("xpu_state_copy: vLLM %s stores raw data_ptr() values into tables this plugin does "
+                           "not make safe, where an XPU address (bit 63 set) can overflow or be misread: %s",
+                           layout.version, "; ".join(layout.uncovered_pointer_stores))
+        if layout.fused_unrecognised:
+            logger.warning("xpu_state_copy: vLLM %s's spec-decode copies stay on vLLM's Triton kernels (with the "
+                           "address fix where the release needs it); not recognised: %s", layout.version,
+                           "; ".join(layout.fused_unrecognised))
         applied, skipped = [], []
         for change in planned_changes(layout):
             try:

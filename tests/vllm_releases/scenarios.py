@@ -20,6 +20,7 @@ import torch
 NUM_BLOCKS, MAX_REQS = 8, 4
 LAYERS = ("model.layers.0.linear_attn", "model.layers.2.linear_attn")
 FAKE_HIGH_BIT = 1 << 63  # what an XPU address looks like: bit 63 set
+FUSED = ("run_fused_postprocess", "run_fused_precopy", "run_fused_postprocess_align")
 
 
 class HighAddressTensor(torch.Tensor):
@@ -168,7 +169,7 @@ def main():
         "patched": sorted(name for name, value in [("batch_memcpy", mu.batch_memcpy),
                                                    ("MambaCopyBuffers.create", mu.MambaCopyBuffers.create)]
                           + [(f"MambaSpecDecodeGPUContext.{n}", getattr(context, n, None))
-                             for n in vllm_compat.POINTER_WRITERS]
+                             for n in vllm_compat.POINTER_WRITERS + tuple(FUSED)]
                           if getattr(value, "__xpu_state_copy_patch__", False)),
         "reapplied": vllm_plugin.patch_mamba_utils(mu) if plugin == "on" else [],  # must add nothing
     }

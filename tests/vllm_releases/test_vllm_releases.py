@@ -1,4 +1,4 @@
-"""The plugin against real vLLM releases (0.23.0, 0.28.0 and the newest), on CPU tensors.
+"""The plugin against real vLLM releases (CI: 0.23.0, 0.28.0 and the newest; it covers 0.22.1-newest), on CPU.
 
 Each release runs twice in a subprocess (scenarios.py): plugin off (XPU_STATE_COPY_VLLM=0) and on (=1),
 both times loaded through vLLM's own load_general_plugins() and our installed entry point. A release that
@@ -9,6 +9,8 @@ import importlib.metadata
 import json
 import os
 import pathlib
+import re
+import sysconfig
 
 import pytest
 
@@ -47,8 +49,8 @@ def _unavailable(reason):
 class Runs:
     def __init__(self, version, off, on, on_output):
         self.version, self.off, self.on, self.on_output = version, off, on, on_output
-        self.affected = (0, 23) <= _release(version) <= (0, 28)  # raw data_ptr() into int64 tables
-        self.int64_copy_tables = _release(version) == (0, 23)
+        self.affected = (0, 22) <= _release(version) <= (0, 28)  # raw data_ptr() into int64 tables
+        self.int64_copy_tables = (0, 22) <= _release(version) <= (0, 23)
 
 
 def _run(version, plugin):
@@ -114,10 +116,13 @@ def test_plugin_copies_the_same_bytes_as_vllms_own_kernel(runs):
 
 
 def test_plugin_patches_only_what_the_release_gets_wrong(runs):
-    expected = {"batch_memcpy"}
-    if runs.affected:
-        expected |= {name for name in runs.on["patched"] if name.startswith("MambaSpecDecodeGPUContext.")}
-        assert len(expected) == 2, runs.on["patched"]
+    # Every release: the fused spec-decode copies served by our ops, their plan taken at initialisation.
+    fused = ["run_fused_postprocess"] + (["run_fused_precopy", "run_fused_postprocess_align"]
+                                         if _release(runs.version) >= (0, 25) else [])
+    expected = {"batch_memcpy", "MambaSpecDecodeGPUContext.initialize_from_forward_context"}
+    expected |= {f"MambaSpecDecodeGPUContext.{name}" for name in fused}
+    if runs.affected and _release(runs.version) >= (0, 28):  # the addresses are written by a helper there
+        expected.add("MambaSpecDecodeGPUContext._populate_metadata")
     if runs.int64_copy_tables:
         expected.add("MambaCopyBuffers.create")
     assert set(runs.on["patched"]) == expected
@@ -130,6 +135,7 @@ def test_plugin_logs_one_line_through_vllms_logger(runs):
     assert len(lines) == 1, lines
     assert runs.version in lines[0] and "XPU_STATE_COPY_VLLM=0 disables" in lines[0]
     assert ("bit 63" in lines[0]) == runs.affected
+    assert "run_fused_postprocess" in lines[0] and "xpu_state_copy.mamba_spec_decode_" in lines[0]
 
 
 def test_doctor_sees_the_unsafe_writes_and_the_plugin(runs):
@@ -139,5 +145,41 @@ def test_doctor_sees_the_unsafe_writes_and_the_plugin(runs):
     assert on["plugin_entry_point"] == "xpu_state_copy.vllm_plugin:register"
     assert (off["plugin_active"], on["plugin_active"]) == (False, True)
     assert on["would_patch"] == off["would_patch"]
-    assert len(on["would_patch"]) == 1 + runs.affected + runs.int64_copy_tables
+    assert len(on["would_patch"]) == 2 + runs.affected + runs.int64_copy_tables  # + the fused copies
     assert runs.off["doctor"]["problems"] == []  # CPU addresses never have bit 63 set
+
+
+def _own_packages():
+    """Top-level entries of torch, numpy and setuptools and of everything they require (extras aside)."""
+    entries, seen, todo = set(), set(), ["torch", "numpy", "setuptools"]
+    while todo:
+        name = todo.pop()
+        key = re.sub(r"[-_.]+", "-", name).lower()
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        entries.update(f.parts[0] for f in dist.files or []
+                       if not f.parts[0].startswith(("..", "__pycache__")))  # .dist-info too: metadata
+        todo += [re.split(r"[ ;<>=!~\[(]", r, maxsplit=1)[0] for r in dist.requires or [] if "extra ==" not in r]
+    return entries
+
+
+@pytest.mark.parametrize("version", _versions())
+def test_release_environment_brings_every_package_mamba_utils_imports(version, tmp_path):
+    """mamba_utils imports with the interpreter's site-packages off (python -S) and only torch, numpy,
+    setuptools and their own requirements offered next to the release's environment: so the environment
+    must bring every other package vLLM imports there."""
+    site = pathlib.Path(sysconfig.get_paths()["purelib"])
+    for entry in _own_packages():
+        if (site / entry).exists():
+            (tmp_path / entry).symlink_to(site / entry)
+    code = f"import sys; sys.path.append({str(tmp_path)!r}); import vllm.v1.worker.mamba_utils; print('imported')"
+    try:
+        done = vllm_envs.run_in_vllm(version, ["-S", "-c", code])
+    except vllm_envs.EnvUnavailable as why:
+        _unavailable(f"vLLM {version}: {why}")
+    assert done.returncode == 0 and done.stdout.strip().endswith("imported"), done.stderr[-3000:]

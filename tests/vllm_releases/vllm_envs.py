@@ -18,16 +18,20 @@ import subprocess
 import sys
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-# Versions chosen so one set serves 0.23.0 through 0.33.0; found by importing mamba_utils until it
-# stopped failing. Binary wheels where a package has one, but none of them pulls in a torch.
+# Versions chosen so one set serves 0.22.1 through 0.33.0; found by importing mamba_utils until it
+# stopped failing. Binary wheels where a package has one, but none of them pulls in a torch. The test
+# interpreter's own packages beyond torch, numpy, setuptools and their requirements are hidden from the
+# import check in
+# test_vllm_releases (python -S), so a package missing here (Pillow and packaging were, once) fails that
+# test instead of being borrowed from whatever else the interpreter holds.
 DEPENDENCIES = (
     "aiohappyeyeballs==2.7.1 aiohttp==3.14.5 aiosignal==1.4.0 annotated_doc==0.0.7 annotated_types==0.8.0 "
     "anyio==4.16.0 apache-tvm-ffi==0.1.11 attrs==26.1.0 cachetools==8.0.2 cbor2==6.3.0 "
     "certifi==2026.10.19.post1 cloudpickle==3.1.3 einops==0.8.2 fastapi==0.136.3 frozenlist==1.8.0 "
     "gguf==0.19.0 h11==0.16.0 httpcore2==2.16.2 httpx2==2.16.2 huggingface_hub==2.4.0 idna==3.20 "
     "llguidance==1.7.6 msgspec==0.23.0 multidict==7.2.1 openai==3.57.0 openai-harmony==0.0.8 "
-    "opentelemetry-api==1.45.2 opentelemetry-sdk==1.45.2 opentelemetry-semantic-conventions==0.66b2 "
-    "partial_json_parser==0.2.1.1.post7 prometheus_client==0.26.0 propcache==0.5.4 psutil==7.2.2 "
+    "opentelemetry-api==1.45.2 opentelemetry-sdk==1.45.2 opentelemetry-semantic-conventions==0.66b2 packaging==26.4 "
+    "partial_json_parser==0.2.1.1.post7 pillow==13.0.0 prometheus_client==0.26.0 propcache==0.5.4 psutil==7.2.2 "
     "py-cpuinfo==9.0.0 pybase64==1.5.1 pydantic==2.14.4 pydantic_core==2.50.5 pyyaml==6.0.4 pyzmq==27.3.0 "
     "regex==2026.11.19 requests==2.34.2 safetensors==0.8.0 sniffio==1.3.1 starlette==1.10.0 "
     "tokenizers==0.23.3 tqdm==4.70.1 transformers==5.20.2 triton==3.8.0 truststore==0.10.5 "

@@ -1,0 +1,260 @@
+// mamba_spec_decode_postprocess_ / mamba_spec_decode_precopy_: checks, the plan (every address and size the
+// kernel needs, from the tensors themselves), its device copy, and the native CPU implementation.
+#include "spec_decode.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+
+#include <cstring>
+#include <list>
+#include <mutex>
+#include <utility>
+
+#include "checks.h"
+
+namespace xsc {
+namespace {
+
+enum Kind : int64_t { kWhole = 0, kSD = 1, kDS = 2 };  // the kinds of copy_states_ (state_plan.h)
+
+int64_t block_numel(const at::Tensor& s) {
+  int64_t n = 1;
+  for (int64_t d = 1; d < s.dim(); ++d) n *= s.size(d);
+  return n;
+}
+
+bool block_is_contiguous(const at::Tensor& s) {
+  if (block_numel(s) == 0) return true;
+  int64_t expected = 1;
+  for (int64_t d = s.dim() - 1; d >= 1; --d) {
+    if (s.size(d) != 1 && s.stride(d) != expected) return false;
+    expected *= s.size(d);
+  }
+  return true;
+}
+
+void check_states(at::TensorList states, at::IntArrayRef kinds, at::IntArrayRef groups, at::TensorList tables) {
+  XSC_CHECK(!states.empty(), "states is empty");
+  XSC_CHECK(kinds.size() == states.size(), "kinds has ", kinds.size(), " entries but states has ", states.size());
+  XSC_CHECK(groups.size() == states.size(), "groups has ", groups.size(), " entries but states has ",
+            states.size());
+  XSC_CHECK(!tables.empty(), "block_tables is empty");
+  const at::Device device = states[0].device();
+  for (size_t j = 0; j < states.size(); ++j) {
+    const at::Tensor& s = states[j];
+    XSC_CHECK(s.device() == device, "states[", j, "] is on ", s.device(), " but states[0] is on ", device);
+    XSC_CHECK(kinds[j] >= kWhole && kinds[j] <= kDS, "kinds[", j, "] = ", kinds[j],
+              " is not 0 (whole block), 1 (conv, [blocks, tokens, dim]) or 2 (conv, [blocks, dim, tokens])");
+    XSC_CHECK(groups[j] >= 0 && groups[j] < (int64_t)tables.size(), "groups[", j, "] = ", groups[j],
+              " is not an index into block_tables (", tables.size(), " tables)");
+    XSC_CHECK(s.dim() >= 2, "states[", j, "] must have a block dimension and a state, got ", s.dim(), "-D");
+    XSC_CHECK(s.stride(0) >= 0, "states[", j, "] has a negative block stride ", s.stride(0));
+    if (kinds[j] != kWhole)
+      XSC_CHECK(s.dim() == 3, "states[", j, "] is a conv state and must be 3-D, got ", s.dim(), "-D");
+    if (kinds[j] == kDS) {
+      XSC_CHECK(s.size(2) <= 1 || s.stride(2) == 1, "states[", j,
+                "] (conv, [blocks, dim, tokens]) must have contiguous tokens, got stride ", s.stride(2));
+      XSC_CHECK(s.stride(1) >= 0, "states[", j, "] has a negative row stride ", s.stride(1));
+    } else {
+      XSC_CHECK(block_is_contiguous(s), "states[", j,
+                "] must be contiguous within a block (only the block stride may be padded)");
+    }
+  }
+  for (size_t t = 0; t < tables.size(); ++t) {
+    const at::Tensor& b = tables[t];
+    XSC_CHECK(b.device() == device, "block_tables[", t, "] is on ", b.device(), " but states[0] is on ", device);
+    XSC_CHECK(b.dim() == 2, "block_tables[", t, "] must be 2-D [requests, blocks], got ", b.dim(), "-D");
+    XSC_CHECK(b.scalar_type() == at::kInt, "block_tables[", t, "] must be torch.int32, got ", b.scalar_type());
+    XSC_CHECK(b.size(1) <= 1 || b.stride(1) == 1, "block_tables[", t, "] must have contiguous columns, got stride ",
+              b.stride(1));
+    XSC_CHECK(b.stride(0) >= 0, "block_tables[", t, "] has a negative row stride ", b.stride(0));
+  }
+}
+
+// A per-request input: 1-D contiguous int32 on the states' device. Returns its length.
+int64_t check_counts(const at::Tensor& t, const char* name, const at::Device& device) {
+  XSC_CHECK(t.dim() == 1 && t.is_contiguous(), name, " must be a 1-D contiguous tensor, got ", t.dim(), "-D");
+  XSC_CHECK(t.scalar_type() == at::kInt, name, " must be torch.int32, got ", t.scalar_type());
+  XSC_CHECK(t.device() == device, name, " is on ", t.device(), " but states[0] is on ", device);
+  return t.numel();
+}
+
+bool overlap(const at::Tensor& a, const at::Tensor& b) {
+  if (a.numel() == 0 || b.numel() == 0) return false;
+  const uintptr_t a0 = reinterpret_cast<uintptr_t>(a.data_ptr()), b0 = reinterpret_cast<uintptr_t>(b.data_ptr());
+  return a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
+}
+
+at::Tensor host_plan(at::TensorList states, at::IntArrayRef kinds, at::IntArrayRef groups, at::TensorList tables) {
+  const int64_t n = (int64_t)states.size() * kSpecStateFields + (int64_t)tables.size() * kSpecTableFields;
+  at::Tensor plan = at::empty({n}, at::TensorOptions().dtype(at::kLong));
+  int64_t* p = plan.data_ptr<int64_t>();
+  for (size_t j = 0; j < states.size(); ++j, p += kSpecStateFields) {
+    const at::Tensor& s = states[j];
+    const int64_t es = s.element_size();
+    p[kSpecBase] = (int64_t)reinterpret_cast<uintptr_t>(s.data_ptr());  // the bits; read back as uint64
+    p[kSpecBlockStride] = s.stride(0) * es;
+    p[kSpecBlocks] = s.size(0);
+    p[kSpecGroup] = groups[j];
+    if (kinds[j] == kDS) {
+      p[kSpecRows] = s.size(1);
+      p[kSpecRowStride] = s.stride(1) * es;
+      p[kSpecRowBytes] = s.size(2) * es;
+      p[kSpecTokenBytes] = s.size(2) > 0 ? es : 0;
+    } else {
+      p[kSpecRows] = 1;
+      p[kSpecRowStride] = 0;
+      p[kSpecRowBytes] = block_numel(s) * es;
+      p[kSpecTokenBytes] = kinds[j] == kSD ? s.size(2) * es : 0;
+    }
+    if (kinds[j] != kWhole && p[kSpecTokenBytes] == 0) p[kSpecRowBytes] = 0;  // no tokens: nothing to copy
+  }
+  for (const at::Tensor& b : tables) {
+    p[kTableBase] = (int64_t)reinterpret_cast<uintptr_t>(b.data_ptr());
+    p[kTableRows] = b.size(0);
+    p[kTableColumns] = b.size(1);
+    p[kTableRowStride] = b.stride(0);
+    p += kSpecTableFields;
+  }
+  return plan;
+}
+
+// The plan on the states' device, kept for the next call with the same one (vLLM's pools and tables never
+// move), so the hot path neither allocates nor copies to the device after the first call.
+at::Tensor device_plan(const at::Tensor& host, const at::Device& device) {
+  if (device.is_cpu()) return host;
+  static std::mutex mutex;
+  // Never destroyed: device memory freed after the device runtime shut down crashes at exit.
+  static auto& cache = *new std::list<std::pair<at::Tensor, at::Tensor>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  for (auto it = cache.begin(); it != cache.end(); ++it) {
+    if (it->second.device() == device && it->first.numel() == host.numel() &&
+        std::memcmp(it->first.data_ptr(), host.data_ptr(), host.nbytes()) == 0) {
+      cache.splice(cache.begin(), cache, it);
+      return it->second;
+    }
+  }
+  cache.emplace_front(host, host.to(device));
+  if (cache.size() > 8) cache.pop_back();
+  return cache.front().second;
+}
+
+SpecDecodeCall make_call(at::TensorList states, at::IntArrayRef kinds, at::IntArrayRef groups,
+                         at::TensorList tables, int64_t num_rows, const c10::optional<at::Tensor>& idx_mapping,
+                         int64_t slots, bool by_slot, bool on_device) {
+  XSC_CHECK(num_rows >= 0, "num_rows = ", num_rows, " is negative");
+  const at::Device device = states[0].device();
+  if (idx_mapping.has_value()) {
+    const int64_t n = check_counts(*idx_mapping, "idx_mapping", device);
+    XSC_CHECK(n >= num_rows, "idx_mapping has ", n, " entries but num_rows is ", num_rows);
+  } else {
+    XSC_CHECK(num_rows <= slots, "num_rows = ", num_rows, " but the per-request inputs have ", slots,
+              " entries (with no idx_mapping, row r is request r)");
+  }
+  SpecDecodeCall call;
+  call.plan = device_plan(host_plan(states, kinds, groups, tables), on_device ? device : at::Device(at::kCPU));
+  SpecDecodeSource& s = call.source;
+  std::memset(&s, 0, sizeof(s));
+  s.plan = reinterpret_cast<const i64*>(call.plan.data_ptr<int64_t>());
+  s.states = (i64)states.size();
+  s.tables = (i64)tables.size();
+  s.table_row_by_slot = by_slot ? 1 : 0;
+  s.rows = num_rows;
+  s.slots = slots;
+  s.idx_mapping = idx_mapping.has_value() ? idx_mapping->data_ptr<int>() : nullptr;
+  call.counts_out = nullptr;
+  call.copy_rest = false;
+  return call;
+}
+
+}  // namespace
+
+SpecDecodeCall prepare_postprocess(at::TensorList states, at::IntArrayRef kinds, at::IntArrayRef groups,
+                                   at::TensorList block_tables, int64_t block_size, int64_t num_rows,
+                                   const at::Tensor& num_accepted, const at::Tensor& state_idx,
+                                   const at::Tensor& num_computed, const c10::optional<at::Tensor>& num_scheduled,
+                                   const c10::optional<at::Tensor>& num_draft, const at::Tensor& num_accepted_out,
+                                   const c10::optional<at::Tensor>& idx_mapping, bool block_table_by_slot,
+                                   bool copy_unchanged_counts, bool device_plan) {
+  check_states(states, kinds, groups, block_tables);
+  XSC_CHECK(block_size > 0, "block_size = ", block_size, " is not positive");
+  XSC_CHECK(num_scheduled.has_value() == num_draft.has_value(), "num_scheduled and num_draft go together "
+            "(both: counts before this step; neither: num_computed already counts this step)");
+  const at::Device device = states[0].device();
+  int64_t slots = check_counts(num_accepted, "num_accepted", device);
+  slots = std::min(slots, check_counts(state_idx, "state_idx", device));
+  slots = std::min(slots, check_counts(num_computed, "num_computed", device));
+  slots = std::min(slots, check_counts(num_accepted_out, "num_accepted_out", device));
+  std::vector<std::pair<const char*, const at::Tensor*>> inputs = {
+      {"num_accepted", &num_accepted}, {"state_idx", &state_idx}, {"num_computed", &num_computed}};
+  if (num_scheduled.has_value()) {
+    slots = std::min(slots, check_counts(*num_scheduled, "num_scheduled", device));
+    slots = std::min(slots, check_counts(*num_draft, "num_draft", device));
+    inputs.push_back({"num_scheduled", &*num_scheduled});
+    inputs.push_back({"num_draft", &*num_draft});
+  }
+  if (idx_mapping.has_value()) inputs.push_back({"idx_mapping", &*idx_mapping});
+  // The counts are decided from the inputs as they were before the call: an output that is also an input
+  // would be read after some rows wrote it (pass a copy, as vLLM's own snapshot does).
+  for (const auto& [name, t] : inputs)
+    XSC_CHECK(!overlap(num_accepted_out, *t), "num_accepted_out overlaps ", name,
+              "; pass a copy of the input (the decisions read the values from before the call)");
+  SpecDecodeCall call = make_call(states, kinds, groups, block_tables, num_rows, idx_mapping, slots,
+                                  block_table_by_slot, device_plan);
+  SpecDecodeSource& s = call.source;
+  s.mode = num_scheduled.has_value() ? kSpecPostprocess : kSpecPostprocessPrecomputed;
+  s.block_size = block_size;
+  s.state_idx = state_idx.data_ptr<int>();
+  s.accepted = num_accepted.data_ptr<int>();
+  s.computed = num_computed.data_ptr<int>();
+  s.scheduled = num_scheduled.has_value() ? num_scheduled->data_ptr<int>() : nullptr;
+  s.drafts = num_draft.has_value() ? num_draft->data_ptr<int>() : nullptr;
+  call.counts_out = num_accepted_out.data_ptr<int>();
+  call.copy_rest = copy_unchanged_counts;
+  return call;
+}
+
+SpecDecodeCall prepare_precopy(at::TensorList states, at::IntArrayRef kinds, at::IntArrayRef groups,
+                               at::TensorList block_tables, int64_t num_rows, const at::Tensor& dst_cols,
+                               const at::Tensor& src_cols, const at::Tensor& token_bias,
+                               const c10::optional<at::Tensor>& idx_mapping, bool block_table_by_slot,
+                               bool device_plan) {
+  check_states(states, kinds, groups, block_tables);
+  const at::Device device = states[0].device();
+  int64_t slots = check_counts(dst_cols, "dst_cols", device);
+  slots = std::min(slots, check_counts(src_cols, "src_cols", device));
+  slots = std::min(slots, check_counts(token_bias, "token_bias", device));
+  SpecDecodeCall call = make_call(states, kinds, groups, block_tables, num_rows, idx_mapping, slots,
+                                  block_table_by_slot, device_plan);
+  SpecDecodeSource& s = call.source;
+  s.mode = kSpecPrecopy;
+  s.block_size = 1;
+  s.state_idx = dst_cols.data_ptr<int>();
+  s.accepted = token_bias.data_ptr<int>();
+  s.computed = src_cols.data_ptr<int>();
+  return call;
+}
+
+void run_spec_decode_native(const SpecDecodeCall& call) {
+  const SpecDecodeSource& source = call.source;
+  if (call.counts_out != nullptr) {
+    for (int64_t row = 0; row < source.rows; ++row) {
+      i64 slot;
+      int value;
+      source.count_out(row, call.copy_rest, &slot, &value);
+      if (slot >= 0) call.counts_out[slot] = value;
+    }
+  }
+  at::parallel_for(0, source.count(), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const Span s = source.span(i);
+      for (int64_t r = 0; r < s.rows; ++r)
+        std::memmove(reinterpret_cast<void*>((uintptr_t)(s.dst + (u64)r * s.dst_stride)),
+                     reinterpret_cast<const void*>((uintptr_t)(s.src + (u64)r * s.src_stride)),
+                     (size_t)s.row_bytes);
+    }
+  });
+}
+
+}  // namespace xsc

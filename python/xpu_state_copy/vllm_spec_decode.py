@@ -1,0 +1,247 @@
+"""vLLM's fused spec-decode state copies (MambaSpecDecodeGPUContext.run_fused_*) served by our ops.
+
+vLLM's Triton kernels there read the pools and block tables through int64 address tables and add block
+offsets to those integers. Where the installed release's context is recognised (read from its source, see
+inspect_spec_decode), the plugin replaces those methods with ones that call mamba_spec_decode_postprocess_
+/ mamba_spec_decode_precopy_: every address is then computed in C++/kernel code from the tensors.
+
+What the replacement needs, the state pools in vLLM's order with their kinds and groups, and the block
+tables, is taken when vLLM fills its own tables: the pools are found among the forward context's kv_cache
+tensors by the addresses and block strides vLLM stored (one read of its metadata, at initialisation, where
+vLLM reads it too), and checked against what vLLM stored for every state before anything is replaced.
+"""
+import ast
+import functools
+import inspect
+import textwrap
+from typing import Optional
+
+CONTEXT = "MambaSpecDecodeGPUContext"
+INITIALISER = "initialize_from_forward_context"
+# Each fused method with the parameters the replacement takes over, as vLLM names them.
+FUSED_SIGNATURES = {
+    "run_fused_postprocess": ["self", "num_reqs", "num_accepted_tokens_gpu", "mamba_state_idx_gpu",
+                              "num_scheduled_tokens_gpu", "num_computed_tokens_gpu", "num_draft_tokens_gpu"],
+    "run_fused_precopy": ["self", "num_reqs", "state_idx_gpu", "src_col_gpu", "token_bias_gpu", "idx_mapping"],
+    "run_fused_postprocess_align": ["self", "num_reqs", "num_accepted_tokens_gpu", "state_idx_gpu",
+                                    "new_num_computed_tokens_gpu", "idx_mapping"],
+}
+METADATA = ("state_base_addrs", "state_block_strides", "state_elem_sizes", "state_inner_sizes",
+            "state_conv_widths", "state_group_indices", "num_accepted_tokens_out", "block_table_ptrs")
+KERNELS = {"run_fused_postprocess": "postprocess_mamba_fused_kernel",
+           "run_fused_postprocess_align": "postprocess_mamba_fused_kernel",
+           "run_fused_precopy": "precopy_mamba_align_fused_kernel"}
+_MARK = "__xpu_state_copy_patch__"
+_RECORDS_PLAN = "__xpu_state_copy_records_plan__"  # the initialiser wrapper (it may also wrap the address fix)
+
+
+def _source_tree(obj):
+    try:
+        return ast.parse(textwrap.dedent(inspect.getsource(inspect.unwrap(obj))))
+    except (OSError, TypeError, SyntaxError):
+        return None
+
+
+def table_row_by_slot(kernel) -> Optional[bool]:
+    """Which row of the block table vLLM's kernel copies through: the request slot (True), the batch row
+    (False), or None when its source does not say. Read from the second argument of its call to the copy
+    helper (`_copy_mamba_state_block(state_idx, <row>, ...)`), or from how the single-kernel releases
+    (0.22-0.24) index the table (`... + req_idx * block_table_stride_req`: no batch rows there)."""
+    tree = _source_tree(getattr(kernel, "fn", kernel))  # a Triton JITFunction keeps the function as .fn
+    if tree is None:
+        return None
+    aliases = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            aliases[node.targets[0].id] = node.value
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "_copy_mamba_state_block":
+            row = node.args[1] if len(node.args) > 1 else None
+            if isinstance(row, ast.Name) and row.id not in ("req_idx", "batch_idx") and row.id in aliases:
+                row = aliases[row.id]  # e.g. bt_row_idx = batch_idx if HAS_IDX_MAPPING else req_idx
+            if isinstance(row, ast.Name):
+                return {"req_idx": True, "batch_idx": False}.get(row.id)
+            if isinstance(row, ast.IfExp) and isinstance(row.body, ast.Name):  # batch row under idx_mapping
+                return {"req_idx": True, "batch_idx": False}.get(row.body.id)
+            return None
+    text = ast.unparse(tree)
+    if "req_idx * block_table_stride_req" in text and "idx_mapping" not in text:
+        return True  # one indexing only: row == slot
+    return None
+
+
+def _parameters(function):
+    try:
+        return list(inspect.signature(inspect.unwrap(function)).parameters)
+    except (TypeError, ValueError):
+        return None
+
+
+def inspect_spec_decode(module):
+    """(methods to replace, {method: table_row_by_slot}, what was not recognised)."""
+    context = getattr(module, CONTEXT, None)
+    if context is None or not any(name in context.__dict__ for name in FUSED_SIGNATURES):
+        return [], {}, []  # no fused copies to serve
+    unrecognised = []
+    fields = getattr(context, "__annotations__", {})
+    missing = [name for name in METADATA if name not in fields]
+    if missing:
+        unrecognised.append(f"{CONTEXT} has no {', '.join(missing)}")
+    initialiser = context.__dict__.get(INITIALISER)
+    params = _parameters(initialiser) if initialiser is not None else None
+    if not params or params[1:5] != ["kv_cache_config", "forward_context", "mamba_state_copy_funcs", "block_tables"]:
+        unrecognised.append(f"{CONTEXT}.{INITIALISER} takes {params}")
+    methods, rows = [], {}
+    for name, expected in FUSED_SIGNATURES.items():
+        method = context.__dict__.get(name)
+        if method is None:
+            continue
+        if _parameters(method) != expected:
+            unrecognised.append(f"{CONTEXT}.{name} takes {_parameters(method)}, expected {expected}")
+            continue
+        by_slot = table_row_by_slot(getattr(module, KERNELS[name], None))
+        if by_slot is None:
+            unrecognised.append(f"cannot tell which block-table row {KERNELS[name]} copies through")
+            continue
+        methods.append(name)
+        rows[name] = by_slot
+    return (methods if not unrecognised else []), rows, unrecognised
+
+
+class _Plan:
+    """Our ops' view of one context: pools in vLLM's order, their kinds and groups, the block tables."""
+
+    def __init__(self, states, kinds, groups, block_tables):
+        self.states, self.kinds, self.groups, self.block_tables = states, kinds, groups, block_tables
+
+
+def _block_numel(t):
+    n = 1
+    for size in t.shape[1:]:
+        n *= size
+    return n
+
+
+def build_plan(context, forward_context, block_tables):
+    """The plan matching what vLLM stored in `context`'s tables, or a string saying why there is none."""
+    from .pointers import as_unsigned
+
+    pools = {}
+    for layer in (forward_context or {}).values():
+        for state in getattr(layer, "kv_cache", None) or ():
+            if hasattr(state, "data_ptr") and state.dim() >= 2:
+                pools.setdefault(state.data_ptr(), []).append(state)
+    addresses = [as_unsigned(v) for v in context.state_base_addrs.tolist()]
+    strides = context.state_block_strides.tolist()
+    widths = context.state_conv_widths.tolist()
+    inner = context.state_inner_sizes.tolist()
+    groups = context.state_group_indices.tolist()
+    ds_rows = context.state_dim_row_count.tolist() if hasattr(context, "state_dim_row_count") else [0] * len(widths)
+    states, kinds = [], []
+    for j, address in enumerate(addresses):
+        match = [s for s in pools.get(address, ()) if s.stride(0) * s.element_size() == strides[j]]
+        if not match:
+            return f"state {j}: no kv_cache tensor at the address and block stride vLLM stored"
+        state = match[0]
+        if widths[j] == 0:
+            kind, ok = "whole", inner[j] == _block_numel(state)
+        elif ds_rows[j] > 0:
+            kind, ok = "conv_ds", state.dim() == 3 and widths[j] == state.size(2) and ds_rows[j] == state.size(1)
+        else:
+            kind, ok = "conv_sd", state.dim() == 3 and widths[j] == state.size(1) and inner[j] == state.stride(1)
+        if not ok:
+            return f"state {j}: vLLM's sizes (width {widths[j]}, inner {inner[j]}) do not match {kind} {tuple(state.shape)}"
+        states.append(state)
+        kinds.append(kind)
+    tables = list(block_tables)
+    stored = [as_unsigned(v) for v in context.block_table_ptrs.tolist()]
+    if [t.data_ptr() for t in tables] != stored[:len(tables)] or len(tables) != len(stored):
+        return "the block tables are not the ones vLLM stored"
+    return _Plan(states, kinds, groups, tables)
+
+
+def _recording_initialiser(method):
+    signature = inspect.signature(method)
+
+    @functools.wraps(method)
+    def initialise_and_plan(self, *args, **kwargs):
+        result = method(self, *args, **kwargs)
+        if getattr(self, "is_initialized", False) and "_xsc_plan" not in self.__dict__:
+            bound = signature.bind(self, *args, **kwargs).arguments
+            plan = build_plan(self, bound.get("forward_context"), bound.get("block_tables") or ())
+            self.__dict__["_xsc_plan"] = plan if isinstance(plan, _Plan) else None
+            if not isinstance(plan, _Plan):
+                from .vllm_plugin import logger
+
+                logger.warning("xpu_state_copy: vLLM's spec-decode copies stay on vLLM's kernels: %s", plan)
+        return result
+
+    setattr(initialise_and_plan, _MARK, True)
+    setattr(initialise_and_plan, _RECORDS_PLAN, True)
+    return initialise_and_plan
+
+
+def _ours(name, original, by_slot):
+    from . import ops
+
+    def plan_of(self):
+        return self.__dict__.get("_xsc_plan")
+
+    if name == "run_fused_postprocess":
+        def run(self, num_reqs, num_accepted_tokens_gpu, mamba_state_idx_gpu, num_scheduled_tokens_gpu,
+                num_computed_tokens_gpu, num_draft_tokens_gpu):
+            plan = plan_of(self)
+            if num_reqs == 0 or not self.is_initialized or plan is None:
+                return original(self, num_reqs, num_accepted_tokens_gpu, mamba_state_idx_gpu,
+                                num_scheduled_tokens_gpu, num_computed_tokens_gpu, num_draft_tokens_gpu)
+            ops.mamba_spec_decode_postprocess_(
+                plan.states, plan.kinds, plan.groups, plan.block_tables, self.block_size, num_reqs,
+                num_accepted_tokens_gpu, mamba_state_idx_gpu, num_computed_tokens_gpu, self.num_accepted_tokens_out,
+                num_scheduled=num_scheduled_tokens_gpu, num_draft=num_draft_tokens_gpu, copy_unchanged_counts=True)
+    elif name == "run_fused_postprocess_align":
+        # From 0.28 vLLM snapshots the counts into its num_accepted_tokens_out buffer first (and leaves them
+        # there); 0.25-0.27 read and reset them in one launch and leave that buffer alone. Ours decides from a
+        # snapshot either way: in the buffer where vLLM puts one, else in a fresh copy.
+        try:
+            snapshot_in_buffer = "self.num_accepted_tokens_out" in inspect.getsource(inspect.unwrap(original))
+        except (OSError, TypeError):
+            snapshot_in_buffer = True
+
+        def run(self, num_reqs, num_accepted_tokens_gpu, state_idx_gpu, new_num_computed_tokens_gpu, idx_mapping):
+            plan = plan_of(self)
+            if num_reqs == 0 or not self.is_initialized or plan is None:
+                return original(self, num_reqs, num_accepted_tokens_gpu, state_idx_gpu, new_num_computed_tokens_gpu,
+                                idx_mapping)
+            if snapshot_in_buffer:
+                snapshot = self.num_accepted_tokens_out
+                snapshot.copy_(num_accepted_tokens_gpu)
+            else:
+                snapshot = num_accepted_tokens_gpu.clone()
+            ops.mamba_spec_decode_postprocess_(
+                plan.states, plan.kinds, plan.groups, plan.block_tables, self.block_size, num_reqs, snapshot,
+                state_idx_gpu, new_num_computed_tokens_gpu, num_accepted_tokens_gpu, idx_mapping=idx_mapping,
+                block_table_by_slot=by_slot, copy_unchanged_counts=False)
+    else:
+        def run(self, num_reqs, state_idx_gpu, src_col_gpu, token_bias_gpu, idx_mapping):
+            plan = plan_of(self)
+            if num_reqs == 0 or not self.is_initialized or plan is None:
+                return original(self, num_reqs, state_idx_gpu, src_col_gpu, token_bias_gpu, idx_mapping)
+            ops.mamba_spec_decode_precopy_(plan.states, plan.kinds, plan.groups, plan.block_tables, num_reqs,
+                                           state_idx_gpu, src_col_gpu, token_bias_gpu, idx_mapping=idx_mapping,
+                                           block_table_by_slot=by_slot)
+
+    run = functools.wraps(original)(run)
+    run.vllm_original = original
+    setattr(run, _MARK, True)
+    return run
+
+
+def replace_fused_copies(module, methods, rows):
+    """Installs the replacements; returns the names replaced now (empty when already in place)."""
+    context = getattr(module, CONTEXT)
+    if not methods or getattr(context.__dict__.get(INITIALISER), _RECORDS_PLAN, False):
+        return []
+    setattr(context, INITIALISER, _recording_initialiser(context.__dict__[INITIALISER]))
+    for name in methods:
+        setattr(context, name, _ours(name, context.__dict__[name], rows[name]))
+    return list(methods)

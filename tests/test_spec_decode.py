@@ -1,0 +1,162 @@
+"""mamba_spec_decode_postprocess_ / mamba_spec_decode_precopy_ against the plain PyTorch reference
+(spec_decode_reference.py) on random vLLM-shaped scenarios, on every target: every byte of every pool and
+every accepted-token count compared, outputs poisoned first."""
+import copy
+import random
+
+import pytest
+import torch
+
+import xpu_state_copy
+from conftest import synchronize
+from spec_decode_reference import Scenario, random_postprocess, random_precopy
+
+POISON = -7
+
+
+def to_device(s: Scenario, device) -> Scenario:
+    moved = copy.copy(s)
+    for field in ("num_accepted", "state_idx", "num_computed", "num_scheduled", "num_draft", "dst_cols",
+                  "src_cols", "token_bias", "idx_mapping"):
+        value = getattr(s, field)
+        setattr(moved, field, None if value is None else value.to(device))
+    moved.states = [_clone_keeping_strides(t, device) for t in s.states]
+    moved.block_tables = [t.to(device) for t in s.block_tables]
+    return moved
+
+
+def _clone_keeping_strides(t, device):
+    """A copy on `device` with the same sizes, strides and storage bytes (a padded pool stays padded)."""
+    whole = torch.empty(0, dtype=t.dtype).set_(t.untyped_storage())
+    return whole.clone().to(device).as_strided(t.shape, t.stride(), t.storage_offset())
+
+
+def storage_bytes(t):
+    return bytes(t.untyped_storage().cpu())
+
+
+def run_postprocess(s: Scenario, counts_out, copy_rest=True):
+    xpu_state_copy.mamba_spec_decode_postprocess_(
+        s.states, s.kinds, s.groups, s.block_tables, s.block_size, s.num_rows, s.num_accepted, s.state_idx,
+        s.num_computed, counts_out, num_scheduled=s.num_scheduled, num_draft=s.num_draft,
+        idx_mapping=s.idx_mapping, block_table_by_slot=s.block_table_by_slot, copy_unchanged_counts=copy_rest)
+
+
+def run_precopy(s: Scenario):
+    xpu_state_copy.mamba_spec_decode_precopy_(s.states, s.kinds, s.groups, s.block_tables, s.num_rows, s.dst_cols,
+                                              s.src_cols, s.token_bias, idx_mapping=s.idx_mapping,
+                                              block_table_by_slot=s.block_table_by_slot)
+
+
+def assert_same_pools(ours, expected):
+    """Every byte of every pool's storage, padding included."""
+    for j, (a, b) in enumerate(zip(ours, expected)):
+        assert storage_bytes(a) == storage_bytes(b), f"states[{j}] differs"
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("layout", ["sd", "ds"])
+def test_postprocess_matches_reference(target, seed, layout):
+    rng = random.Random(seed * 7 + (layout == "ds"))
+    variant = seed % 3  # plain counts, precomputed counts, precomputed with idx_mapping
+    s = random_postprocess(rng, layout, precomputed=variant > 0, mapped=variant == 2,
+                           max_requests=64 if target.name == "cpu" else 24)
+    copy_rest = variant == 0
+    ours = to_device(s, target.device)
+    counts = torch.full((s.num_accepted.numel() + 2,), POISON, dtype=torch.int32)
+    ours_counts = counts.to(target.device)
+    run_postprocess(ours, ours_counts, copy_rest)
+    synchronize(target.device)
+    s.reference(precopy=False, counts_out=counts, copy_rest=copy_rest)
+    assert_same_pools(ours.states, s.states)
+    assert torch.equal(ours_counts.cpu(), counts)
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("layout", ["sd", "ds"])
+def test_precopy_matches_reference(target, seed, layout):
+    rng = random.Random(1000 + seed * 7 + (layout == "ds"))
+    s = random_precopy(rng, layout, mapped=seed % 2 == 1, max_requests=64 if target.name == "cpu" else 24)
+    ours = to_device(s, target.device)
+    run_precopy(ours)
+    synchronize(target.device)
+    s.reference(precopy=True)
+    assert_same_pools(ours.states, s.states)
+
+
+def _one_request(kind_layout="sd", tokens=4):
+    """One request, one conv state and one temporal state, blocks 0..5 in a table of 6 columns."""
+    conv = torch.arange(6 * tokens * 3, dtype=torch.float32).view(6, tokens, 3)
+    if kind_layout == "ds":
+        conv = torch.arange(6 * 3 * tokens, dtype=torch.float32).view(6, 3, tokens)
+    temporal = torch.arange(6 * 8, dtype=torch.float32).view(6, 8)
+    table = torch.arange(6, dtype=torch.int32).view(1, 6)
+    return Scenario([conv, temporal], ["conv_" + kind_layout, "whole"], [0, 0], [table], 1, block_size=4)
+
+
+@pytest.mark.parametrize("layout", ["sd", "ds"])
+def test_same_block_left_shift_and_count_reset(target, layout):
+    # running = 5 tokens, 3 accepted: new = 7, aligned = 4 < 5: nothing. running = 3, accepted 3: new = 5,
+    # aligned 4 >= 3: bias 1, dst column 0 == src column 0: shift left by one token in place, count -> 1.
+    s = _one_request(layout)
+    s.num_accepted, s.state_idx = torch.tensor([3], dtype=torch.int32), torch.tensor([0], dtype=torch.int32)
+    s.num_computed, s.num_scheduled, s.num_draft = (torch.tensor([v], dtype=torch.int32) for v in (1, 4, 2))
+    ours = to_device(s, target.device)
+    counts = torch.full((1,), POISON, dtype=torch.int32, device=target.device)
+    run_postprocess(ours, counts)
+    synchronize(target.device)
+    expected = [t.clone() for t in s.states]
+    if layout == "sd":
+        expected[0][0, :3] = s.states[0][0, 1:].clone()
+    else:
+        expected[0][0, :, :3] = s.states[0][0, :, 1:].clone()
+    expected[1][0] = s.states[1][1]  # whole block from column src + bias = 1
+    assert counts.item() == 1
+    for a, b in zip(ours.states, expected):
+        assert torch.equal(a.cpu(), b)
+
+
+def test_out_of_range_columns_and_blocks_copy_nothing(target):
+    s = _one_request()
+    s.block_tables = [torch.tensor([[0, 1, 2, 99, -5, 5]], dtype=torch.int32)]  # 99 and -5 are not blocks
+    s.num_rows = 1
+    s.dst_cols, s.token_bias = torch.tensor([3], dtype=torch.int32), torch.tensor([0], dtype=torch.int32)
+    for src in (0, 4, 6, 1000):
+        s.src_cols = torch.tensor([src], dtype=torch.int32)
+        ours = to_device(s, target.device)
+        run_precopy(ours)
+        synchronize(target.device)
+        assert all(torch.equal(a.cpu(), b) for a, b in zip(ours.states, s.states))
+
+
+def test_bad_arguments_are_named():
+    s = _one_request()
+    counts = torch.zeros(1, dtype=torch.int32)
+    one = torch.zeros(1, dtype=torch.int32)
+    with pytest.raises(RuntimeError, match="groups\\[1\\] = 3 is not an index into block_tables"):
+        xpu_state_copy.mamba_spec_decode_postprocess_(s.states, s.kinds, [0, 3], s.block_tables, 4, 1, one, one,
+                                                      one, counts)
+    with pytest.raises(RuntimeError, match="block_tables\\[0\\] must be torch.int32"):
+        xpu_state_copy.mamba_spec_decode_postprocess_(s.states, s.kinds, [0, 0], [s.block_tables[0].long()], 4, 1,
+                                                      one, one, one, counts)
+    with pytest.raises(RuntimeError, match="num_accepted_out overlaps num_accepted"):
+        xpu_state_copy.mamba_spec_decode_postprocess_(s.states, s.kinds, [0, 0], s.block_tables, 4, 1, counts, one,
+                                                      one, counts)
+    with pytest.raises(RuntimeError, match="num_rows = 2 but the per-request inputs have 1"):
+        xpu_state_copy.mamba_spec_decode_precopy_(s.states, s.kinds, [0, 0], s.block_tables, 2, one, one, one)
+    with pytest.raises(RuntimeError, match="block_size = 0 is not positive"):
+        xpu_state_copy.mamba_spec_decode_postprocess_(s.states, s.kinds, [0, 0], s.block_tables, 0, 1, one, one,
+                                                      one, counts)
+    with pytest.raises(RuntimeError, match="num_scheduled and num_draft go together"):
+        xpu_state_copy.mamba_spec_decode_postprocess_(s.states, s.kinds, [0, 0], s.block_tables, 4, 1, one, one,
+                                                      one, counts, num_scheduled=one)
+
+
+def test_opcheck():
+    s = _one_request()
+    one = torch.zeros(1, dtype=torch.int32)
+    args = (s.states, [1, 0], [0, 0], s.block_tables, 4, 1, one, one, one, None, None,
+            torch.zeros(1, dtype=torch.int32), None, False, True)
+    torch.library.opcheck(torch.ops.xpu_state_copy.mamba_spec_decode_postprocess_.default, args)
+    torch.library.opcheck(torch.ops.xpu_state_copy.mamba_spec_decode_precopy_.default,
+                          (s.states, [1, 0], [0, 0], s.block_tables, 1, one, one, one, None, False))

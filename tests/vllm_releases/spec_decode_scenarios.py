@@ -1,0 +1,191 @@
+"""vLLM's fused spec-decode copies against ours, in one vLLM environment on CPU (Triton in interpreter mode).
+
+    python spec_decode_scenarios.py <seeds>
+
+With the plugin active, every MambaSpecDecodeGPUContext.run_fused_* the release has runs twice per random
+scenario on copies of the same pools: vLLM's own method (kept by the plugin as .vllm_original, its Triton
+kernel) and the plugin's (our op). Then vLLM's Triton kernels are made to raise and ours runs once more, so
+a kernel launch along that path fails the run. Prints one JSON object on its last line.
+"""
+import copy
+import inspect
+import json
+import os
+import pathlib
+import random
+import sys
+import traceback
+import types
+
+import torch
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # tests/: the reference's scenarios
+from spec_decode_reference import random_postprocess, random_precopy  # noqa: E402
+
+KERNELS = ("postprocess_mamba_fused_kernel", "precopy_mamba_align_fused_kernel", "batch_memcpy_kernel")
+
+
+def release(mu):
+    import vllm
+
+    return tuple(int(p) for p in vllm.__version__.split(".")[:2])
+
+
+def build_context(mu, s, layout):
+    """A context of vLLM's own, initialised from a forward context holding s's pools."""
+    from vllm.model_executor.layers.mamba import mamba_utils as layer_utils
+    from vllm.v1.kv_cache_interface import KVCacheConfig, KVCacheGroupSpec, MambaSpec
+
+    groups = max(s.groups) + 1
+    layers = {}
+    for j in range(0, len(s.states), 2):
+        layers[f"model.layers.{j // 2}.linear_attn"] = (s.states[j], s.states[j + 1], s.groups[j])
+    specs = []
+    for g in range(groups):
+        names = [n for n, v in layers.items() if v[2] == g]
+        conv, temporal = layers[names[0]][:2]
+        spec = MambaSpec(block_size=s.block_size, shapes=(tuple(conv.shape[1:]), tuple(temporal.shape[1:])),
+                         dtypes=(conv.dtype, temporal.dtype), mamba_cache_mode="align")
+        specs.append(KVCacheGroupSpec(layer_names=names, kv_cache_spec=spec))
+    config = KVCacheConfig(num_blocks=s.states[0].shape[0], kv_cache_tensors=[], kv_cache_groups=specs)
+    forward_context = {n: types.SimpleNamespace(kv_cache=[v[0], v[1]]) for n, v in layers.items()}
+    funcs = (layer_utils.get_conv_copy_spec, layer_utils.get_temporal_copy_spec)
+    if hasattr(layer_utils, "MambaStateCopyFuncsByType"):
+        funcs = {specs[0].kv_cache_spec.mamba_type: funcs}
+    params = inspect.signature(mu.MambaSpecDecodeGPUContext.create).parameters
+    type_arg = {"num_state_types": 2} if "num_state_types" in params else {"copy_funcs": funcs}
+    from vllm.v1.utils import CpuGpuBuffer
+
+    def make_buffer(*size, dtype):
+        return CpuGpuBuffer(*size, dtype=dtype, device=torch.device("cpu"), pin_memory=False)
+
+    slots = s.block_tables[0].shape[0]
+    context = mu.MambaSpecDecodeGPUContext.create(max_num_reqs=slots, kv_cache_config=config,
+                                                  device=torch.device("cpu"), make_buffer=make_buffer, **type_arg)
+    if hasattr(mu, "is_conv_state_dim_first"):
+        mu.is_conv_state_dim_first = lambda: layout == "ds"
+    context.initialize_from_forward_context(config, forward_context, funcs, list(s.block_tables))
+    return context
+
+
+def clone_scenario(s):
+    c = copy.copy(s)
+    c.states = [t.clone() for t in s.states]  # padded pools are not used here: plain clones keep the bytes
+    return c
+
+
+def digest(s):
+    return [t.numpy().tobytes().hex() for t in s.states]
+
+
+def args_for(method, s, counts_slot_count):
+    if method == "run_fused_postprocess":
+        return (s.num_rows, s.num_accepted, s.state_idx, s.num_scheduled, s.num_computed, s.num_draft)
+    if method == "run_fused_postprocess_align":
+        return (s.num_rows, s.num_accepted, s.state_idx, s.num_computed, s.idx_mapping)
+    return (s.num_rows, s.state_idx if s.dst_cols is None else s.dst_cols, s.src_cols, s.token_bias, s.idx_mapping)
+
+
+def scenario_for(method, rng, layout, mu):
+    if method == "run_fused_postprocess":
+        return random_postprocess(rng, layout, precomputed=False, mapped=False, max_requests=12)
+    if method == "run_fused_postprocess_align":
+        s = random_postprocess(rng, layout, precomputed=True, mapped=True, max_requests=12)
+        s.block_table_by_slot = False
+        if release(mu) < (0, 28):  # these read and reset the counts in one launch: keep rows whose order is moot
+            mapping = s.idx_mapping.tolist()
+            for row, slot in enumerate(mapping):
+                if slot >= 0 and int(s.num_accepted[slot]) > 1:
+                    fresh = int(s.num_computed[slot])
+                    running = fresh - int(s.num_accepted[slot]) + 1
+                    aligned = fresh // s.block_size * s.block_size
+                    if aligned >= running and aligned // s.block_size - 1 == int(s.state_idx[slot]):
+                        mapping[row] = -1
+            s.idx_mapping = torch.tensor(mapping, dtype=torch.int32)
+        return s
+    s = random_precopy(rng, layout, mapped=True, max_requests=12)
+    s.state_idx = s.dst_cols
+    if release(mu) < (0, 27):
+        s.idx_mapping = s.idx_mapping  # 0.25-0.26 always map
+    return s
+
+
+def compare(mu, method, seed, layout):
+    rng = random.Random(seed)
+    s = scenario_for(method, rng, layout, mu)
+    theirs, ours = clone_scenario(s), clone_scenario(s)
+    ctx_theirs, ctx_ours = build_context(mu, theirs, layout), build_context(mu, ours, layout)
+    cls = mu.MambaSpecDecodeGPUContext
+    counts_theirs, counts_ours = s.num_accepted.clone(), s.num_accepted.clone()
+    a = list(args_for(method, theirs, None))
+    b = list(args_for(method, ours, None))
+    if method != "run_fused_precopy":
+        a[1], b[1] = counts_theirs, counts_ours
+    poison = torch.full_like(ctx_theirs.num_accepted_tokens_out, -7)
+    ctx_theirs.num_accepted_tokens_out.copy_(poison)
+    ctx_ours.num_accepted_tokens_out.copy_(poison)
+    getattr(cls, method).vllm_original(ctx_theirs, *a)
+    getattr(cls, method)(ctx_ours, *b)
+    before = digest(s)
+    return {"same_pools": digest(theirs) == digest(ours),
+            "copied": digest(theirs) != before,
+            "same_counts": torch.equal(counts_theirs, counts_ours),
+            "same_out": torch.equal(ctx_theirs.num_accepted_tokens_out, ctx_ours.num_accepted_tokens_out),
+            "ours_planned": ctx_ours.__dict__.get("_xsc_plan") is not None}
+
+
+def no_triton(mu, method, layout):
+    """Ours with every Triton kernel of mamba_utils made to raise."""
+    for name in KERNELS:
+        if hasattr(mu, name):
+            setattr(mu, name, _Raiser(name))
+    s = scenario_for(method, random.Random(99), layout, mu)
+    ctx = build_context(mu, s, layout)
+    getattr(mu.MambaSpecDecodeGPUContext, method)(ctx, *args_for(method, s, None))
+    return True
+
+
+class _Raiser:
+    def __init__(self, name):
+        self.name = name
+
+    def __getitem__(self, grid):
+        raise AssertionError(f"vLLM's Triton {self.name} was launched although the plugin serves this path")
+
+
+def main():
+    seeds = int(sys.argv[1]) if len(sys.argv) > 1 else 4
+    os.environ["XPU_STATE_COPY_VLLM"] = "1"
+    import vllm.v1.utils
+    from vllm.plugins import load_general_plugins
+
+    load_general_plugins()
+    import vllm.v1.worker.mamba_utils as mu
+
+    vllm.v1.utils.PIN_MEMORY = False
+    cls = mu.MambaSpecDecodeGPUContext
+    methods = [m for m in ("run_fused_postprocess", "run_fused_precopy", "run_fused_postprocess_align")
+               if m in cls.__dict__]
+    layouts = ["sd", "ds"] if hasattr(mu, "is_conv_state_dim_first") else ["sd"]
+    results = {"methods": methods,
+               "replaced": [m for m in methods if hasattr(getattr(cls, m), "vllm_original")],
+               "runs": {}}
+    for method in results["replaced"]:
+        for layout in layouts:
+            for seed in range(seeds):
+                key = f"{method}/{layout}/{seed}"
+                try:
+                    results["runs"][key] = compare(mu, method, seed, layout)
+                except Exception:
+                    results["runs"][key] = {"crash": traceback.format_exc()[-3000:]}
+    results["no_triton"] = {}
+    for method in results["replaced"]:
+        try:
+            results["no_triton"][method] = no_triton(mu, method, layouts[0])
+        except Exception:
+            results["no_triton"][method] = traceback.format_exc()[-3000:]
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
