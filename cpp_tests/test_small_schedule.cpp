@@ -27,6 +27,7 @@ struct SubgroupState {
 // The Group adapter small_batch.h needs, for lane `lane` of sub-group `sg` of group `group`.
 struct HostLane {
   static constexpr int kUnroll16 = kSmallUnroll16;  // as the kernels' small-batch builds
+  static constexpr bool kShiftedShuffle = false;
   SubgroupState* sg_state;
   i64 groups, sgs, group, sg, lane;
   u64* local;
@@ -40,6 +41,13 @@ struct HostLane {
   i64 local_size() const { return sgs * sg_state->lanes; }
   u64* scratch() const { return local; }
   void sg_barrier() const { sg_state->sync.arrive_and_wait(); }
+  u64 sg_shuffle(u64 v, int from) const {
+    sg_state->values[lane] = (i64)v;
+    sg_barrier();
+    const u64 r = (u64)sg_state->values[from];
+    sg_barrier();  // values is rewritten by the next collective
+    return r;
+  }
   i64 sg_exclusive_scan(i64 v, i64* total) const {
     sg_state->values[lane] = v;
     sg_barrier();

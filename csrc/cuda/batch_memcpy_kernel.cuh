@@ -39,9 +39,11 @@ namespace xsc_cuda {
 constexpr int kThreads = XSC_CUDA_THREADS;
 constexpr int kWarp = 32;
 
-template <int Unroll16 = xsc::kUnroll>  // 16-byte loads in flight per work-item (copy_routine.h)
+// Unroll16: 16-byte loads in flight per work-item; ShiftedShuffle: which shifted copy (copy_routine.h).
+template <int Unroll16 = xsc::kUnroll, bool ShiftedShuffle = true>
 struct CudaGroup {
   static constexpr int kUnroll16 = Unroll16;
+  static constexpr bool kShiftedShuffle = ShiftedShuffle;
   xsc::u64* table;
   xsc::i64* warp_sums;  // kThreads / kWarp partial sums for the group scan
 
@@ -55,6 +57,8 @@ struct CudaGroup {
   __device__ xsc::i64 sg_size() const { return kWarp; }
   __device__ void barrier() const { __syncthreads(); }
   __device__ void sg_barrier() const { __syncwarp(); }
+  // v of lane `from` of the warp; every lane calls it together.
+  __device__ xsc::u64 sg_shuffle(xsc::u64 v, int from) const { return __shfl_sync(0xffffffffu, v, from); }
   // Whether p holds for any work-item of the group: a group function, reached by every work-item.
   __device__ bool any(bool p) const { return __syncthreads_or(p) != 0; }
   __device__ xsc::u64* scratch() const { return table; }
@@ -146,7 +150,7 @@ template <bool Small, int SmallUnroll16, class Source>
 __device__ __forceinline__ void run_kernel_body(Source& source) {
   extern __shared__ xsc::u64 table[];  // table_bytes(blockDim.x), given at launch
   __shared__ xsc::i64 warp_sums[kThreads / kWarp];
-  CudaGroup<Small ? SmallUnroll16 : xsc::kUnroll> g{table, warp_sums};
+  CudaGroup<Small ? SmallUnroll16 : xsc::kUnroll, !Small> g{table, warp_sums};
   if (Small) xsc::run_batch(g, source);
   else xsc::run_tiles(g, source, source.count());
 }
