@@ -182,15 +182,24 @@ def _recording_initialiser(method):
 
 
 def _ours(name, original, by_slot):
+    import torch
+
     from . import ops
 
-    def plan_of(self):
-        return self.__dict__.get("_xsc_plan")
+    def plan_of(self, *inputs):
+        """The recorded plan, or None (vLLM's own method then runs) when there is none or an input is not
+        the int32 vector our op takes: a runner that differs from the ones read must never crash."""
+        plan = self.__dict__.get("_xsc_plan")
+        if plan is None or any(t is not None and (t.dtype != torch.int32 or t.dim() != 1 or not t.is_contiguous())
+                               for t in inputs):
+            return None
+        return plan
 
     if name == "run_fused_postprocess":
         def run(self, num_reqs, num_accepted_tokens_gpu, mamba_state_idx_gpu, num_scheduled_tokens_gpu,
                 num_computed_tokens_gpu, num_draft_tokens_gpu):
-            plan = plan_of(self)
+            plan = plan_of(self, num_accepted_tokens_gpu, mamba_state_idx_gpu, num_scheduled_tokens_gpu,
+                           num_computed_tokens_gpu, num_draft_tokens_gpu)
             if num_reqs == 0 or not self.is_initialized or plan is None:
                 return original(self, num_reqs, num_accepted_tokens_gpu, mamba_state_idx_gpu,
                                 num_scheduled_tokens_gpu, num_computed_tokens_gpu, num_draft_tokens_gpu)
@@ -208,7 +217,7 @@ def _ours(name, original, by_slot):
             snapshot_in_buffer = True
 
         def run(self, num_reqs, num_accepted_tokens_gpu, state_idx_gpu, new_num_computed_tokens_gpu, idx_mapping):
-            plan = plan_of(self)
+            plan = plan_of(self, num_accepted_tokens_gpu, state_idx_gpu, new_num_computed_tokens_gpu, idx_mapping)
             if num_reqs == 0 or not self.is_initialized or plan is None:
                 return original(self, num_reqs, num_accepted_tokens_gpu, state_idx_gpu, new_num_computed_tokens_gpu,
                                 idx_mapping)
@@ -223,7 +232,7 @@ def _ours(name, original, by_slot):
                 block_table_by_slot=by_slot, copy_unchanged_counts=False)
     else:
         def run(self, num_reqs, state_idx_gpu, src_col_gpu, token_bias_gpu, idx_mapping):
-            plan = plan_of(self)
+            plan = plan_of(self, state_idx_gpu, src_col_gpu, token_bias_gpu, idx_mapping)
             if num_reqs == 0 or not self.is_initialized or plan is None:
                 return original(self, num_reqs, state_idx_gpu, src_col_gpu, token_bias_gpu, idx_mapping)
             ops.mamba_spec_decode_precopy_(plan.states, plan.kinds, plan.groups, plan.block_tables, num_reqs,
