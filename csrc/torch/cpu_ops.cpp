@@ -23,6 +23,15 @@ CpuBackend cpu_backend_choice() {
   XSC_CHECK(false, "XPU_STATE_COPY_BACKEND='", choice, "' is not one of: auto, cpu, sycl");
 }
 
+c10::OperatorHandle sycl_cpu_op(const char* name) {
+  const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
+  XSC_CHECK(op.hasKernelForDispatchKey(c10::DispatchKey::CPU),
+              "XPU_STATE_COPY_BACKEND=sycl, but the SYCL backend is not loaded: "
+              "xpu_state_copy.sycl_status() says why (usually: pip install intel-sycl-rt intel-opencl-rt, "
+              "then rebuild xpu_state_copy so its SYCL module is built)");
+  return op;
+}
+
 namespace {
 
 // The same spans the kernels compute (entry_sources.h), each row a memmove. Entries never overlap one
@@ -53,16 +62,6 @@ void native_copy_states(at::TensorList states, at::IntArrayRef kinds, const at::
   native_run(xsc::StatePlanSource{reinterpret_cast<const xsc::i64*>(plan.data_ptr<int64_t>()), shape.states,
                                   src_blocks.data_ptr(), dst_blocks.data_ptr(), shifts.data_ptr(),
                                   shape.ids_are_64bit ? 1 : 0, shape.requests});
-}
-
-// The SYCL implementation registered under `name` for CPU tensors, or an error saying why there is none.
-c10::OperatorHandle sycl_cpu_op(const char* name) {
-  const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
-  XSC_CHECK(op.hasKernelForDispatchKey(c10::DispatchKey::CPU),
-              "XPU_STATE_COPY_BACKEND=sycl, but the SYCL backend is not loaded: "
-              "xpu_state_copy.sycl_status() says why (usually: pip install intel-sycl-rt intel-opencl-rt, "
-              "then rebuild xpu_state_copy so its SYCL module is built)");
-  return op;
 }
 
 void cpu_batch_memcpy(const at::Tensor& src_ptrs, const at::Tensor& dst_ptrs, const at::Tensor& sizes) {

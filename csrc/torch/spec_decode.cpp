@@ -12,27 +12,10 @@
 #include <utility>
 
 #include "checks.h"
+#include "state_plan.h"
 
 namespace xsc {
 namespace {
-
-enum Kind : int64_t { kWhole = 0, kSD = 1, kDS = 2 };  // the kinds of copy_states_ (state_plan.h)
-
-int64_t block_numel(const at::Tensor& s) {
-  int64_t n = 1;
-  for (int64_t d = 1; d < s.dim(); ++d) n *= s.size(d);
-  return n;
-}
-
-bool block_is_contiguous(const at::Tensor& s) {
-  if (block_numel(s) == 0) return true;
-  int64_t expected = 1;
-  for (int64_t d = s.dim() - 1; d >= 1; --d) {
-    if (s.size(d) != 1 && s.stride(d) != expected) return false;
-    expected *= s.size(d);
-  }
-  return true;
-}
 
 void check_states(at::TensorList states, at::IntArrayRef kinds, at::IntArrayRef groups, at::TensorList tables) {
   XSC_CHECK(!states.empty(), "states is empty");
@@ -44,15 +27,15 @@ void check_states(at::TensorList states, at::IntArrayRef kinds, at::IntArrayRef 
   for (size_t j = 0; j < states.size(); ++j) {
     const at::Tensor& s = states[j];
     XSC_CHECK(s.device() == device, "states[", j, "] is on ", s.device(), " but states[0] is on ", device);
-    XSC_CHECK(kinds[j] >= kWhole && kinds[j] <= kDS, "kinds[", j, "] = ", kinds[j],
+    XSC_CHECK(kinds[j] >= kWholeBlock && kinds[j] <= kConvDS, "kinds[", j, "] = ", kinds[j],
               " is not 0 (whole block), 1 (conv, [blocks, tokens, dim]) or 2 (conv, [blocks, dim, tokens])");
     XSC_CHECK(groups[j] >= 0 && groups[j] < (int64_t)tables.size(), "groups[", j, "] = ", groups[j],
               " is not an index into block_tables (", tables.size(), " tables)");
     XSC_CHECK(s.dim() >= 2, "states[", j, "] must have a block dimension and a state, got ", s.dim(), "-D");
     XSC_CHECK(s.stride(0) >= 0, "states[", j, "] has a negative block stride ", s.stride(0));
-    if (kinds[j] != kWhole)
+    if (kinds[j] != kWholeBlock)
       XSC_CHECK(s.dim() == 3, "states[", j, "] is a conv state and must be 3-D, got ", s.dim(), "-D");
-    if (kinds[j] == kDS) {
+    if (kinds[j] == kConvDS) {
       XSC_CHECK(s.size(2) <= 1 || s.stride(2) == 1, "states[", j,
                 "] (conv, [blocks, dim, tokens]) must have contiguous tokens, got stride ", s.stride(2));
       XSC_CHECK(s.stride(1) >= 0, "states[", j, "] has a negative row stride ", s.stride(1));
@@ -97,7 +80,7 @@ at::Tensor host_plan(at::TensorList states, at::IntArrayRef kinds, at::IntArrayR
     p[kSpecBlockStride] = s.stride(0) * es;
     p[kSpecBlocks] = s.size(0);
     p[kSpecGroup] = groups[j];
-    if (kinds[j] == kDS) {
+    if (kinds[j] == kConvDS) {
       p[kSpecRows] = s.size(1);
       p[kSpecRowStride] = s.stride(1) * es;
       p[kSpecRowBytes] = s.size(2) * es;
@@ -106,9 +89,9 @@ at::Tensor host_plan(at::TensorList states, at::IntArrayRef kinds, at::IntArrayR
       p[kSpecRows] = 1;
       p[kSpecRowStride] = 0;
       p[kSpecRowBytes] = block_numel(s) * es;
-      p[kSpecTokenBytes] = kinds[j] == kSD ? s.size(2) * es : 0;
+      p[kSpecTokenBytes] = kinds[j] == kConvSD ? s.size(2) * es : 0;
     }
-    if (kinds[j] != kWhole && p[kSpecTokenBytes] == 0) p[kSpecRowBytes] = 0;  // no tokens: nothing to copy
+    if (kinds[j] != kWholeBlock && p[kSpecTokenBytes] == 0) p[kSpecRowBytes] = 0;  // no tokens: nothing to copy
   }
   for (const at::Tensor& b : tables) {
     p[kTableBase] = (int64_t)reinterpret_cast<uintptr_t>(b.data_ptr());

@@ -10,15 +10,6 @@
 namespace xsc {
 namespace {
 
-c10::OperatorHandle sycl_cpu_op(const char* name) {
-  const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
-  XSC_CHECK(op.hasKernelForDispatchKey(c10::DispatchKey::CPU),
-            "XPU_STATE_COPY_BACKEND=sycl, but the SYCL backend is not loaded: "
-            "xpu_state_copy.sycl_status() says why (usually: pip install intel-sycl-rt intel-opencl-rt, "
-            "then rebuild xpu_state_copy so its SYCL module is built)");
-  return op;
-}
-
 using OptTensor = c10::optional<at::Tensor>;
 
 void cpu_postprocess(at::TensorList states, at::IntArrayRef kinds, at::IntArrayRef groups,

@@ -29,6 +29,8 @@ int64_t host_id(const at::Tensor& t, int64_t r) {
   return t.scalar_type() == at::kLong ? t.data_ptr<int64_t>()[r] : t.data_ptr<int32_t>()[r];
 }
 
+}  // namespace
+
 // A block's element count and whether its dims (all but the first) are dense and row-major, as a contiguous
 // block is. Read from sizes and strides: a view per state (select) would cost a dispatcher call each, and
 // vLLM passes dozens of states on every step.
@@ -47,8 +49,6 @@ bool block_is_contiguous(const at::Tensor& s) {
   }
   return true;
 }
-
-}  // namespace
 
 CopyStatesShape check_copy_states_args(at::TensorList states, at::IntArrayRef kinds, const at::Tensor& src_blocks,
                                        const at::Tensor& dst_blocks, const at::Tensor& shifts) {
