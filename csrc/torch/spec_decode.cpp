@@ -6,9 +6,6 @@
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 
-#include <cstring>
-#include <list>
-#include <mutex>
 #include <utility>
 
 #include "checks.h"
@@ -103,26 +100,6 @@ at::Tensor host_plan(at::TensorList states, at::IntArrayRef kinds, at::IntArrayR
   return plan;
 }
 
-// The plan on the states' device, kept for the next call with the same one (vLLM's pools and tables never
-// move), so the hot path neither allocates nor copies to the device after the first call.
-at::Tensor device_plan(const at::Tensor& host, const at::Device& device) {
-  if (device.is_cpu()) return host;
-  static std::mutex mutex;
-  // Never destroyed: device memory freed after the device runtime shut down crashes at exit.
-  static auto& cache = *new std::list<std::pair<at::Tensor, at::Tensor>>();
-  std::lock_guard<std::mutex> lock(mutex);
-  for (auto it = cache.begin(); it != cache.end(); ++it) {
-    if (it->second.device() == device && it->first.numel() == host.numel() &&
-        std::memcmp(it->first.data_ptr(), host.data_ptr(), host.nbytes()) == 0) {
-      cache.splice(cache.begin(), cache, it);
-      return it->second;
-    }
-  }
-  cache.emplace_front(host, host.to(device));
-  if (cache.size() > 8) cache.pop_back();
-  return cache.front().second;
-}
-
 SpecDecodeCall make_call(at::TensorList states, at::IntArrayRef kinds, at::IntArrayRef groups,
                          at::TensorList tables, int64_t num_rows, const c10::optional<at::Tensor>& idx_mapping,
                          int64_t slots, bool by_slot, bool on_device) {
@@ -136,7 +113,7 @@ SpecDecodeCall make_call(at::TensorList states, at::IntArrayRef kinds, at::IntAr
               " entries (with no idx_mapping, row r is request r)");
   }
   SpecDecodeCall call;
-  call.plan = device_plan(host_plan(states, kinds, groups, tables), on_device ? device : at::Device(at::kCPU));
+  call.plan = cached_device_plan(host_plan(states, kinds, groups, tables), on_device ? device : at::Device(at::kCPU));
   SpecDecodeSource& s = call.source;
   std::memset(&s, 0, sizeof(s));
   s.plan = reinterpret_cast<const i64*>(call.plan.data_ptr<int64_t>());

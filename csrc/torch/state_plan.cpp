@@ -119,9 +119,7 @@ at::Tensor build_state_plan(at::TensorList states, at::IntArrayRef kinds) {
   return plan;
 }
 
-at::Tensor device_state_plan(at::TensorList states, at::IntArrayRef kinds) {
-  at::Tensor host = build_state_plan(states, kinds);
-  const at::Device device = states[0].device();
+at::Tensor cached_device_plan(const at::Tensor& host, const at::Device& device) {
   if (device.is_cpu()) return host;
   static std::mutex mutex;
   // (host plan, device plan), most recent first. Never destroyed: device memory freed after the device
@@ -149,6 +147,10 @@ at::Tensor device_state_plan(at::TensorList states, at::IntArrayRef kinds) {
   // makes the allocator wait for that stream's work before it reuses the memory.
   plan.record_stream(c10::impl::VirtualGuardImpl(device.type()).getStream(device));
   return plan;
+}
+
+at::Tensor device_state_plan(at::TensorList states, at::IntArrayRef kinds) {
+  return cached_device_plan(build_state_plan(states, kinds), states[0].device());
 }
 
 }  // namespace xsc

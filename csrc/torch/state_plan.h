@@ -32,6 +32,11 @@ CopyStatesShape check_copy_states_args(at::TensorList states, at::IntArrayRef ki
 // The plan as a host int64 tensor [states, kPlanFields].
 at::Tensor build_state_plan(at::TensorList states, at::IntArrayRef kinds);
 
+// A host plan (a small contiguous int64 tensor) on `device`, the same tensor for the same bytes: built once
+// per distinct plan and kept (a few at most), for every op that sends a plan to its kernel. Each use records
+// the current stream, so an evicted plan outlives the kernels queued to read it. On the CPU: `host` itself.
+at::Tensor cached_device_plan(const at::Tensor& host, const at::Device& device);
+
 // The plan on the states' device. Built once per distinct (states, kinds) and kept (a few at most), so the
 // hot path neither allocates device memory nor copies to the device after the first call.
 at::Tensor device_state_plan(at::TensorList states, at::IntArrayRef kinds);
