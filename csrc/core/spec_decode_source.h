@@ -23,7 +23,7 @@
 // each pool's blocks x block stride and each table's rows x row stride address memory that exists.
 #pragma once
 
-#include "copy_routine.h"
+#include "entry_sources.h"
 
 namespace xsc {
 
@@ -37,6 +37,7 @@ enum SpecStateField {
   kSpecRowBytes,     // bytes per row with no shift
   kSpecTokenBytes,   // bytes one token of shift drops from a row (0: a whole-block state)
   kSpecGroup,        // which block table the state's blocks come from
+  kSpecMaxShift,     // the most tokens a row can drop and still copy a byte (entry_sources.h's max_shift_of)
   kSpecStateFields
 };
 // Per block table (int32 [rows, columns], columns contiguous), kSpecTableFields int64 values after the
@@ -136,9 +137,9 @@ struct SpecDecodeSource {
     if (whole_block) {
       src_col = d.src_col + d.bias;  // both came from int32 inputs: the sum fits
     } else {
-      // Compare the bias with the tokens a row holds before multiplying: a bias that leaves none copies
-      // nothing, and below that the product is smaller than the row.
-      if (d.bias >= p[kSpecRowBytes] / p[kSpecTokenBytes]) return s;
+      // Compare the bias with a bound the host worked out before multiplying: a bias that leaves no byte
+      // copies nothing, and below that the product is smaller than the row.
+      if (d.bias > p[kSpecMaxShift]) return s;
       shift_bytes = d.bias * p[kSpecTokenBytes];
     }
     const i64 src_block = block_id(t, row, src_col), dst_block = block_id(t, row, d.dst_col);

@@ -89,6 +89,7 @@ at::Tensor host_plan(at::TensorList states, at::IntArrayRef kinds, at::IntArrayR
       p[kSpecTokenBytes] = kinds[j] == kConvSD ? s.size(2) * es : 0;
     }
     if (kinds[j] != kWholeBlock && p[kSpecTokenBytes] == 0) p[kSpecRowBytes] = 0;  // no tokens: nothing to copy
+    p[kSpecMaxShift] = max_shift_of(p[kSpecRowBytes], p[kSpecTokenBytes]);
   }
   for (const at::Tensor& b : tables) {
     p[kTableBase] = (int64_t)reinterpret_cast<uintptr_t>(b.data_ptr());
