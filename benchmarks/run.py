@@ -9,7 +9,7 @@ import time
 
 import torch
 
-from . import peers, report, triton_peers, verify
+from . import peers, report, spec_decode, triton_peers, verify
 from .devices import describe_device, resolve_device
 from .timing import Clock, summarize
 from .workloads import DEFAULT_WORKLOADS, Term, Workload, allocate, named_workloads, parse_bytes, \
@@ -33,7 +33,8 @@ def add_arguments(parser):
     parser.add_argument("--requests", type=int, default=1, help="requests per --spec workload")
     parser.add_argument("--methods", help="comma-separated subset of: copy_states (states "
                                           "workloads only), ours, copy_, foreach_copy_, "
-                                          "triton_bytewise, triton_tiled")
+                                          "triton_bytewise, triton_tiled, triton_fused "
+                                          "(spec_decode only)")
     parser.add_argument("--triton", choices=("auto", "on", "off"), default="auto",
                         help="Triton peers: auto = on GPUs when Triton imports; on the CPU "
                              "only with TRITON_INTERPRET=1 (slow, for testing)")
@@ -75,14 +76,15 @@ def _load_op():
 def _workloads(args, scale):
     """Named workloads shrink by the device's default scale; sizes typed on the
     command line are kept unless --scale itself was given."""
-    named = named_workloads()
+    named = {**named_workloads(), **spec_decode.named_workloads()}
     chosen = []
     for name in filter(None, args.workloads.split(",")):
         if name == "none":
             continue
         if name not in named:
             raise ValueError(f"unknown workload {name!r}; known: {', '.join(named)}")
-        chosen.append(scaled(named[name], scale))
+        wl = named[name]
+        chosen.append(wl.scaled(scale) if isinstance(wl, spec_decode.SpecDecodeWorkload) else scaled(wl, scale))
     if (args.copies is None) != (args.bytes is None):
         raise ValueError("--copies and --bytes go together")
     custom = []
@@ -117,6 +119,16 @@ def _measure(key, label, calls, target, clock, reps, warmup, log):
     s = summarize(clock.time_calls(calls, reps, warmup))
     return {**entry, "status": "ok", "median_ms": s["median_s"] * 1e3,
             "p10_ms": s["p10_s"] * 1e3, "p90_ms": s["p90_s"] * 1e3, "reps": s["samples"]}
+
+
+def _run_spec_decode(wl, op, op_error, with_triton, wanted, dev, clock, cache_bytes, reps, warmup, log):
+    rotations = rotation_count(wl, cache_bytes)
+    log(f"{wl.name}: {wl.entries} entries, {wl.total_bytes / 2**20:.1f} MiB move, {rotations} buffer set(s)")
+    result = spec_decode.run_workload(
+        wl, op, op_error, with_triton, wanted, dev, rotations,
+        lambda key, label, calls, target: _measure(key, label, calls, target, clock, reps, warmup, log))
+    report.fill_ratios(result)
+    return result
 
 
 def _run_workload(wl, methods, dev, clock, cache_bytes, reps, warmup, log):
@@ -196,8 +208,8 @@ def run(args):
         return 2
     with_triton = {"on": True, "off": False}.get(args.triton, triton_peers.usable_on(dev.type))
     methods = peers.table_methods(op, with_triton, op_error)
-    if args.methods:
-        wanted = set(args.methods.split(","))
+    wanted = set(args.methods.split(",")) if args.methods else None
+    if wanted:
         methods = [m for m in methods if m.key in wanted]
     clock = Clock(dev)
     cache = args.cache_bytes or describe_device(dev)["cache_bytes"]
@@ -211,7 +223,11 @@ def run(args):
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "argv": sys.argv[1:]}, "workloads": []}
     for wl in workloads:
-        result["workloads"].append(_run_workload(wl, methods, dev, clock, cache, reps, warmup, log))
+        if isinstance(wl, spec_decode.SpecDecodeWorkload):
+            result["workloads"].append(_run_spec_decode(wl, op, op_error, with_triton, wanted, dev, clock, cache,
+                                                        reps, warmup, log))
+        else:
+            result["workloads"].append(_run_workload(wl, methods, dev, clock, cache, reps, warmup, log))
         gc.collect()
         if on_gpu:
             getattr(torch, dev.type).empty_cache()

@@ -132,7 +132,7 @@ def named_workloads():
     return named
 
 
-DEFAULT_WORKLOADS = "step,step16,tiny,mixed,odd,states,states_s1,states16,states16_s1,states64"
+DEFAULT_WORKLOADS = "step,step16,tiny,mixed,odd,states,states_s1,states16,states16_s1,states64,spec_decode"
 
 
 def scaled(workload, scale):
