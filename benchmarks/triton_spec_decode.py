@@ -58,19 +58,19 @@ def _kernel(interpret):
                     words = size // 8
                     per_tile = ((words + TILES - 1) // TILES + WORDS - 1) // WORDS * WORDS
                     end = tl.minimum(tile * per_tile + per_tile, words)
-                    src = src_addr.to(tl.pointer_type(tl.uint64))
-                    dst = dst_addr.to(tl.pointer_type(tl.uint64))
+                    src_words = src_addr.to(tl.pointer_type(tl.uint64))
+                    dst_words = dst_addr.to(tl.pointer_type(tl.uint64))
                     for start in range(tile * per_tile, end, WORDS):
                         offs = start + tl.arange(0, WORDS)
-                        tl.store(dst + offs, tl.load(src + offs, mask=offs < end), mask=offs < end)
+                        tl.store(dst_words + offs, tl.load(src_words + offs, mask=offs < end), mask=offs < end)
                 else:
                     per_tile = ((size + TILES - 1) // TILES + BYTES - 1) // BYTES * BYTES
                     end = tl.minimum(tile * per_tile + per_tile, size)
-                    src = src_addr.to(tl.pointer_type(tl.uint8))
-                    dst = dst_addr.to(tl.pointer_type(tl.uint8))
+                    src_bytes = src_addr.to(tl.pointer_type(tl.uint8))
+                    dst_bytes = dst_addr.to(tl.pointer_type(tl.uint8))
                     for start in range(tile * per_tile, end, BYTES):
                         offs = start + tl.arange(0, BYTES)
-                        tl.store(dst + offs, tl.load(src + offs, mask=offs < end), mask=offs < end)
+                        tl.store(dst_bytes + offs, tl.load(src_bytes + offs, mask=offs < end), mask=offs < end)
 
     return fused_postprocess
 
