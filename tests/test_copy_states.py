@@ -53,8 +53,8 @@ def _bits(t):
 @pytest.mark.parametrize("id_dtype", [torch.int32, torch.int64])
 @pytest.mark.parametrize("with_rows", [True, False], ids=["with_conv_ds", "one_row"])
 def test_matches_torch_indexing(target, dtype, id_dtype, with_rows):
-    # Without a conv_ds state every span is one row and the kernels take their one-row build; the
-    # same-block left shift then still has to run in order.
+    # Without a conv_ds state every span is one row (the layout of vLLM's common models); the same-block
+    # left shift still has to run in order.
     rng = random.Random()
     states, kinds = _pools(target.device, dtype)
     if not with_rows:

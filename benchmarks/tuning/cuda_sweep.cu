@@ -107,8 +107,7 @@ int main() {
   std::printf("small-batch build: %d blocks of %d\n", small_blocks, xsc_cuda::kSmallThreads);
   int state_blocks = 0, state_small_blocks = 0;
   CHECK(xsc_cuda::prepare_launch(xsc_cuda::copy_states_kernel<false>, device, &state_blocks));
-  // Whole-block states only: the op takes the small one-row build.
-  CHECK(xsc_cuda::prepare_small_launch(xsc_cuda::copy_states_kernel<true, true>, device, &state_small_blocks));
+  CHECK(xsc_cuda::prepare_small_launch(xsc_cuda::copy_states_kernel<true>, device, &state_small_blocks));
   per_sm = blocks / sms;
   std::printf("variant chunk=%lld unroll=%d threads=%d min_blocks=%d items=%d -> %d blocks/SM, grid %d\n",
               (long long)xsc::kChunkBytes, xsc::kUnroll, xsc_cuda::kThreads, XSC_CUDA_MIN_BLOCKS, xsc::kItems, per_sm,
@@ -155,7 +154,7 @@ int main() {
     StatePlans states(buf, w.sizes);
     auto launch_states = [&](int k) {
       xsc_cuda::launch_for_batch(xsc_cuda::copy_states_kernel<false>, state_blocks,
-                                 xsc_cuda::copy_states_kernel<true, true>, state_small_blocks, 0, (long long)n,
+                                 xsc_cuda::copy_states_kernel<true>, state_small_blocks, 0, (long long)n,
                                  (const xsc::i64*)states.plans[k], (xsc::i64)n, (const void*)states.ids,
                                  (const void*)(states.ids + 1), (const void*)(states.ids + 2), 1, (xsc::i64)1);
     };

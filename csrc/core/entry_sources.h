@@ -115,26 +115,4 @@ struct StatePlanSource {
   }
 };
 
-// A source whose size word is the entry's index (StatePlanSource, SpecDecodeSource) and whose every span is
-// one contiguous row (the host knows from the kinds: no [blocks, dim,
-// tokens] conv state). The rows and row strides become constants, so the copy routine's row loop and the
-// registers it holds drop out of the build: on an H200 copy_states_' small build then keeps 8 loads of 16
-// bytes in flight without spilling (20 bytes of spills with the rows kept).
-template <class Source>
-struct OneRowSpans {
-  Source inner;
-
-  XSC_FN i64 count() const { return inner.count(); }
-  template <class G>
-  XSC_FN void prefetch(const G& g, i64 i) const { inner.prefetch(g, i); }
-  XSC_FN i64 size_word(i64 i) const { return i; }
-  XSC_FN i64 units_of_word(i64 i) const { return units_of(1, span(i).row_bytes); }
-  XSC_FN Span span(i64 i) const {
-    Span s = inner.span(i);
-    s.rows = 1;  // an empty span keeps row_bytes 0: no units
-    s.src_stride = s.dst_stride = 0;
-    return s;
-  }
-};
-
 }  // namespace xsc

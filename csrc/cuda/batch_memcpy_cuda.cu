@@ -17,33 +17,24 @@ using xsc_cuda::batch_memcpy_kernel;
 using xsc_cuda::copy_states_kernel;
 
 // The grid of a kernel build (the resident blocks of the whole GPU; see prepare_small_launch for the
-// small-batch builds), worked out once per device and build. Kernels of one op share a type, so `Build`
-// tells their caches apart: 0 the tile build, 1 the small build, 2 the small one-row build.
-template <int Build, class Kernel>
+// small-batch builds), worked out once per device and build: each (Small, kernel type) pair instantiates
+// its own cache, and the two builds of a kernel share a type, hence `Small`.
+template <bool Small, class Kernel>
 int launch_blocks(Kernel kernel, int device) {
   static int cached[64] = {0};
   int& blocks = cached[device % 64];
   if (blocks == 0)
-    C10_CUDA_CHECK(Build > 0 ? xsc_cuda::prepare_small_launch(kernel, device, &blocks)
-                             : xsc_cuda::prepare_launch(kernel, device, &blocks));
+    C10_CUDA_CHECK(Small ? xsc_cuda::prepare_small_launch(kernel, device, &blocks)
+                         : xsc_cuda::prepare_launch(kernel, device, &blocks));
   return blocks;
 }
 
-// The build of a kernel that a batch of `entries` takes, on the current stream; `SmallBuild` says which
-// small build `small` is.
-template <int SmallBuild = 1, class Kernel, class... Args>
+// The build of a kernel that a batch of `entries` takes, on the current stream.
+template <class Kernel, class... Args>
 void launch_build(Kernel tiles, Kernel small, int device, int64_t entries, Args... args) {
-  xsc_cuda::launch_for_batch(tiles, launch_blocks<0>(tiles, device), small, launch_blocks<SmallBuild>(small, device),
+  xsc_cuda::launch_for_batch(tiles, launch_blocks<false>(tiles, device), small, launch_blocks<true>(small, device),
                              c10::cuda::getCurrentCUDAStream(), entries, args...);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-}
-
-// A kernel whose spans are computed on the device: its small one-row build where the kinds allow.
-template <class Kernel, class... Args>
-void launch_state_build(Kernel tiles, Kernel small, Kernel small_one_row, bool one_row, int device,
-                        int64_t entries, Args... args) {
-  if (one_row) launch_build<2>(tiles, small_one_row, device, entries, args...);
-  else launch_build<1>(tiles, small, device, entries, args...);
 }
 
 void cuda_batch_memcpy(const at::Tensor& src_ptrs, const at::Tensor& dst_ptrs, const at::Tensor& sizes) {
@@ -62,21 +53,19 @@ void cuda_copy_states(at::TensorList states, at::IntArrayRef kinds, const at::Te
   if (shape.requests == 0) return;
   const c10::cuda::CUDAGuard guard(states[0].device());
   const at::Tensor plan = xsc::device_state_plan(states, kinds);
-  launch_state_build(copy_states_kernel<false>, copy_states_kernel<true>, copy_states_kernel<true, true>,
-                     xsc::one_row_per_block(kinds), states[0].device().index(), shape.requests * shape.states,
-                     reinterpret_cast<const xsc::i64*>(plan.data_ptr<int64_t>()),
-                     static_cast<xsc::i64>(shape.states), static_cast<const void*>(src_blocks.data_ptr()),
-                     static_cast<const void*>(dst_blocks.data_ptr()), static_cast<const void*>(shifts.data_ptr()),
-                     shape.ids_are_64bit ? 1 : 0, static_cast<xsc::i64>(shape.requests));
+  launch_build(copy_states_kernel<false>, copy_states_kernel<true>, states[0].device().index(),
+               shape.requests * shape.states, reinterpret_cast<const xsc::i64*>(plan.data_ptr<int64_t>()),
+               static_cast<xsc::i64>(shape.states), static_cast<const void*>(src_blocks.data_ptr()),
+               static_cast<const void*>(dst_blocks.data_ptr()), static_cast<const void*>(shifts.data_ptr()),
+               shape.ids_are_64bit ? 1 : 0, static_cast<xsc::i64>(shape.requests));
 }
 
 using OptTensor = c10::optional<at::Tensor>;
 
 void launch_spec_decode(const at::Tensor& first_state, const xsc::SpecDecodeCall& call) {
   if (call.source.count() == 0) return;
-  launch_state_build(xsc_cuda::spec_decode_kernel<false>, xsc_cuda::spec_decode_kernel<true>,
-                     xsc_cuda::spec_decode_kernel<true, true>, call.one_row, first_state.device().index(),
-                     call.source.count(), call.source, call.counts_out, call.copy_rest ? 1 : 0);
+  launch_build(xsc_cuda::spec_decode_kernel<false>, xsc_cuda::spec_decode_kernel<true>, first_state.device().index(),
+               call.source.count(), call.source, call.counts_out, call.copy_rest ? 1 : 0);
 }
 
 void cuda_spec_decode_postprocess(at::TensorList states, at::IntArrayRef kinds, at::IntArrayRef groups,

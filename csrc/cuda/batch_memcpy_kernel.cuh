@@ -147,7 +147,7 @@ inline cudaError_t prepare_small_launch(Kernel kernel, int device, int* blocks) 
 // path are allocated for the other's (the tile path lost 2-3 % on large batches when they shared a kernel).
 // SmallUnroll16: the 16-byte loads in flight of the Small build (copy_routine.h); the other keeps kUnroll.
 template <bool Small, int SmallUnroll16, class Source>
-__device__ __forceinline__ void run_kernel_body(const Source& source) {
+__device__ __forceinline__ void run_kernel_body(Source& source) {
   extern __shared__ xsc::u64 table[];  // table_bytes(blockDim.x), given at launch
   __shared__ xsc::i64 warp_sums[kThreads / kWarp];
   CudaGroup<Small ? SmallUnroll16 : xsc::kUnroll, !Small> g{table, warp_sums};
@@ -180,30 +180,17 @@ __global__ void __launch_bounds__(kBoundThreads<Small>, kBoundBlocks<Small>) bat
   run_kernel_body<Small, xsc::kSmallUnroll16>(source);
 }
 
-// Sources whose spans are computed on the device: OneRow (the host saw no [blocks, dim, tokens] conv state)
-// runs them as xsc::OneRowSpans, whose small build holds as many loads in flight as batch_memcpy's; with rows
-// the small build keeps kStatesSmallUnroll16.
-template <bool Small, bool OneRow, class Source>
-__device__ __forceinline__ void run_state_body(const Source& source) {
-  if constexpr (OneRow) {
-    xsc::OneRowSpans<Source> one_row{source};
-    run_kernel_body<Small, xsc::kSmallUnroll16>(one_row);
-  } else {
-    run_kernel_body<Small, xsc::kStatesSmallUnroll16>(source);
-  }
-}
-
-template <bool Small, bool OneRow = false>
+template <bool Small>
 __global__ void __launch_bounds__(kBoundThreads<Small>, kBoundBlocks<Small>) copy_states_kernel(
     const xsc::i64* plan, xsc::i64 states, const void* src_blocks, const void* dst_blocks, const void* shifts,
     int ids_are_64bit, xsc::i64 requests) {
-  run_state_body<Small, OneRow>(
-      xsc::StatePlanSource{plan, states, src_blocks, dst_blocks, shifts, ids_are_64bit, requests});
+  xsc::StatePlanSource source{plan, states, src_blocks, dst_blocks, shifts, ids_are_64bit, requests};
+  run_kernel_body<Small, xsc::kStatesSmallUnroll16>(source);
 }
 
 // The spec-decode copies (spec_decode_source.h): the accepted-token counts first, by the threads in turn
 // (no entry reads them), then the copies.
-template <bool Small, bool OneRow = false>
+template <bool Small>
 __global__ void __launch_bounds__(kBoundThreads<Small>, kBoundBlocks<Small>) spec_decode_kernel(
     xsc::SpecDecodeSource source, int* counts_out, int copy_rest) {
   if (counts_out != nullptr) {
@@ -215,7 +202,7 @@ __global__ void __launch_bounds__(kBoundThreads<Small>, kBoundBlocks<Small>) spe
       if (slot >= 0) counts_out[slot] = value;
     }
   }
-  run_state_body<Small, OneRow>(source);
+  run_kernel_body<Small, xsc::kStatesSmallUnroll16>(source);
 }
 
 }  // namespace xsc_cuda

@@ -31,8 +31,8 @@ struct CachedKernels {
   sycl::context context;
   sycl::device device;
   KernelPair batch_memcpy;
-  KernelPair copy_states, copy_states_one_row;
-  KernelPair spec_decode, spec_decode_one_row;
+  KernelPair copy_states;
+  KernelPair spec_decode;
 };
 
 std::mutex& cache_mutex() {
@@ -86,9 +86,7 @@ CachedKernels prepared_for(const sycl::queue& queue) {
   const Kernels k = build_kernels(context, device);
   cache().push_back(CachedKernels{context, device, kernel_pair(device, k.batch_memcpy, k.batch_memcpy_small),
                                   kernel_pair(device, k.copy_states, k.copy_states_small),
-                                  kernel_pair(device, k.copy_states, k.copy_states_small_one_row),
-                                  kernel_pair(device, k.spec_decode, k.spec_decode_small),
-                                  kernel_pair(device, k.spec_decode, k.spec_decode_small_one_row)});
+                                  kernel_pair(device, k.spec_decode, k.spec_decode_small)});
   return cache().back();
 }
 
@@ -114,17 +112,15 @@ sycl::event launch_batch_memcpy(sycl::queue& queue, const BatchMemcpyArgs& a) {
 
 sycl::event launch_copy_states(sycl::queue& queue, const CopyStatesArgs& a) {
   if (a.states == 0 || a.requests == 0) return sycl::event();
-  const CachedKernels k = prepared_for(queue);
-  const Launchable kernel = (a.one_row ? k.copy_states_one_row : k.copy_states).for_batch(a.states * a.requests);
+  const Launchable kernel = prepared_for(queue).copy_states.for_batch(a.states * a.requests);
   return launch(queue, kernel, reinterpret_cast<const long long*>(a.plan), (long long)a.states, a.src_blocks,
                 a.dst_blocks, a.shifts, a.ids_are_64bit ? 1 : 0, (long long)a.requests);
 }
 
 sycl::event launch_spec_decode(sycl::queue& queue, const xsc::SpecDecodeSource& source, int* counts_out,
-                               bool copy_rest, bool one_row) {
+                               bool copy_rest) {
   if (source.rows == 0 || source.states == 0) return sycl::event();
-  const CachedKernels k = prepared_for(queue);
-  const Launchable kernel = (one_row ? k.spec_decode_one_row : k.spec_decode).for_batch(source.count());
+  const Launchable kernel = prepared_for(queue).spec_decode.for_batch(source.count());
   return launch(queue, kernel, source, counts_out, copy_rest ? 1 : 0);
 }
 

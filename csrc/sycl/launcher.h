@@ -26,7 +26,6 @@ struct CopyStatesArgs {
   const void* shifts;
   bool ids_are_64bit;
   int64_t requests;
-  bool one_row;  // no [blocks, dim, tokens] conv state: the small one-row build applies
 };
 
 // Each enqueues one launch for the whole batch on `queue` and returns its event; no host synchronization.
@@ -38,14 +37,13 @@ sycl::event launch_copy_states(sycl::queue& queue, const CopyStatesArgs& args);
 // The spec-decode copies: the source's pointers (plan, counts, tables) device-visible; `counts_out` the
 // accepted-token counts it writes (null for a precopy).
 sycl::event launch_spec_decode(sycl::queue& queue, const xsc::SpecDecodeSource& source, int* counts_out,
-                               bool copy_rest, bool one_row);
+                               bool copy_rest);
 
-// Each kernel in its two builds: the tile schedule alone, and `_small` for small batches (small_batch.h);
-// the ops with spans computed on the device also in a small one-row build (xsc::OneRowSpans).
+// Each kernel in its two builds: the tile schedule alone, and `_small` for small batches (small_batch.h).
 struct Kernels {
   sycl::kernel batch_memcpy, batch_memcpy_small;
-  sycl::kernel copy_states, copy_states_small, copy_states_small_one_row;
-  sycl::kernel spec_decode, spec_decode_small, spec_decode_small_one_row;
+  sycl::kernel copy_states, copy_states_small;
+  sycl::kernel spec_decode, spec_decode_small;
 };
 
 // "sycl-aot" or "sycl-jit": how this library obtains its kernels.

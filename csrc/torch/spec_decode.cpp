@@ -126,7 +126,6 @@ SpecDecodeCall make_call(at::TensorList states, at::IntArrayRef kinds, at::IntAr
   s.idx_mapping = idx_mapping.has_value() ? idx_mapping->data_ptr<int>() : nullptr;
   call.counts_out = nullptr;
   call.copy_rest = false;
-  call.one_row = one_row_per_block(kinds);
   return call;
 }
 

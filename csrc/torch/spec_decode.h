@@ -18,7 +18,6 @@ struct SpecDecodeCall {
   SpecDecodeSource source;
   int* counts_out;  // the accepted-token counts written (postprocess), else null
   bool copy_rest;   // every row's count written, not only the resets
-  bool one_row;     // every state one contiguous row per block (state_plan.h's one_row_per_block)
 };
 
 // Checks every argument (naming it and its value) before anything runs; `device_plan`: put the plan on the

@@ -20,7 +20,7 @@ namespace {
 using OptTensor = c10::optional<at::Tensor>;
 
 void run_on(sycl::queue& queue, const SpecDecodeCall& call, bool wait) {
-  sycl::event done = xsc_sycl::launch_spec_decode(queue, call.source, call.counts_out, call.copy_rest, call.one_row);
+  sycl::event done = xsc_sycl::launch_spec_decode(queue, call.source, call.counts_out, call.copy_rest);
   if (!wait) return;
   try {
     done.wait_and_throw();

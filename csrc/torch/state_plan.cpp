@@ -4,7 +4,6 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/util/Exception.h>
 
-#include <algorithm>
 #include <cstring>
 #include <list>
 #include <mutex>
@@ -31,10 +30,6 @@ int64_t host_id(const at::Tensor& t, int64_t r) {
 }
 
 }  // namespace
-
-bool one_row_per_block(at::IntArrayRef kinds) {
-  return std::none_of(kinds.begin(), kinds.end(), [](int64_t k) { return k == kConvDS; });
-}
 
 // A block's element count and whether its dims (all but the first) are dense and row-major, as a contiguous
 // block is. Read from sizes and strides: a view per state (select) would cost a dispatcher call each, and

@@ -15,10 +15,6 @@ enum StateKind : int64_t {
   kConvDS = 2,      // [blocks, dim, tokens]: state[dst, :, :T-shift] = state[src, :, shift:]
 };
 
-// Whether every state of these kinds copies one contiguous row per block (no [blocks, dim, tokens] conv
-// state): the kernels then take their one-row build (xsc::OneRowSpans).
-bool one_row_per_block(at::IntArrayRef kinds);
-
 // A block's element count (all dims but the first), and whether those dims are dense and row-major.
 int64_t block_numel(const at::Tensor& s);
 bool block_is_contiguous(const at::Tensor& s);

@@ -38,12 +38,11 @@ sycl::queue& sycl_cpu_queue() {
 
 namespace {
 
-xsc_sycl::CopyStatesArgs to_launch_args(const at::Tensor& plan, at::IntArrayRef kinds, const at::Tensor& src_blocks,
+xsc_sycl::CopyStatesArgs to_launch_args(const at::Tensor& plan, const at::Tensor& src_blocks,
                                         const at::Tensor& dst_blocks, const at::Tensor& shifts,
                                         const CopyStatesShape& shape) {
   return xsc_sycl::CopyStatesArgs{plan.data_ptr<int64_t>(), shape.states, src_blocks.data_ptr(),
-                                  dst_blocks.data_ptr(), shifts.data_ptr(), shape.ids_are_64bit,
-                                  shape.requests, one_row_per_block(kinds)};
+                                  dst_blocks.data_ptr(), shifts.data_ptr(), shape.ids_are_64bit, shape.requests};
 }
 
 void sycl_cpu_copy_states(at::TensorList states, at::IntArrayRef kinds, const at::Tensor& src_blocks,
@@ -53,8 +52,7 @@ void sycl_cpu_copy_states(at::TensorList states, at::IntArrayRef kinds, const at
               states[0].device());
   const at::Tensor plan = build_state_plan(states, kinds);
   try {
-    xsc_sycl::launch_copy_states(sycl_cpu_queue(),
-                                 to_launch_args(plan, kinds, src_blocks, dst_blocks, shifts, shape))
+    xsc_sycl::launch_copy_states(sycl_cpu_queue(), to_launch_args(plan, src_blocks, dst_blocks, shifts, shape))
         .wait_and_throw();
   } catch (const sycl::exception& e) {
     XSC_CHECK(false, "SYCL copy_states_ on the CPU device failed: ", e.what());
@@ -87,7 +85,7 @@ void xpu_copy_states(at::TensorList states, at::IntArrayRef kinds, const at::Ten
   c10::DeviceGuard guard(states[0].device());
   const at::Tensor plan = device_state_plan(states, kinds);
   sycl::queue& queue = c10::xpu::getCurrentXPUStream(states[0].device().index()).queue();
-  xsc_sycl::launch_copy_states(queue, to_launch_args(plan, kinds, src_blocks, dst_blocks, shifts, shape));
+  xsc_sycl::launch_copy_states(queue, to_launch_args(plan, src_blocks, dst_blocks, shifts, shape));
 }
 #endif
 
