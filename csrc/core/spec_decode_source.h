@@ -27,22 +27,23 @@
 
 namespace xsc {
 
-// Per state, kSpecStateFields int64 values (built on the host from the state tensors).
+// Per state, kSpecStateFields int64 values (built on the host from the state tensors and block tables). Each
+// state carries its block table's fields itself, so that a span reads no field that depends on another.
 enum SpecStateField {
-  kSpecBase,         // the pool's address bits
-  kSpecBlockStride,  // bytes between blocks
-  kSpecBlocks,       // blocks in the pool
-  kSpecRows,         // rows copied per block (DS conv: dim; otherwise 1)
-  kSpecRowStride,    // bytes between those rows
-  kSpecRowBytes,     // bytes per row with no shift
-  kSpecTokenBytes,   // bytes one token of shift drops from a row (0: a whole-block state)
-  kSpecGroup,        // which block table the state's blocks come from
-  kSpecMaxShift,     // the most tokens a row can drop and still copy a byte (entry_sources.h's max_shift_of)
+  kSpecBase,            // the pool's address bits
+  kSpecBlockStride,     // bytes between blocks
+  kSpecBlocks,          // blocks in the pool
+  kSpecRows,            // rows copied per block (DS conv: dim; otherwise 1)
+  kSpecRowStride,       // bytes between those rows
+  kSpecRowBytes,        // bytes per row with no shift
+  kSpecTokenBytes,      // bytes one token of shift drops from a row (0: a whole-block state)
+  kSpecMaxShift,        // the most tokens a row can drop and still copy a byte (entry_sources.h's max_shift_of)
+  kSpecTableBase,       // the state's block table (int32 [rows, columns], columns contiguous): its address bits,
+  kSpecTableRows,       //   rows,
+  kSpecTableColumns,    //   columns
+  kSpecTableRowStride,  //   and elements between rows
   kSpecStateFields
 };
-// Per block table (int32 [rows, columns], columns contiguous), kSpecTableFields int64 values after the
-// states' fields.
-enum SpecTableField { kTableBase, kTableRows, kTableColumns, kTableRowStride, kSpecTableFields };
 
 enum SpecDecodeMode : int { kSpecPostprocess = 0, kSpecPostprocessPrecomputed = 1, kSpecPrecopy = 2 };
 
@@ -55,8 +56,8 @@ struct SpecDecision {
 };
 
 struct SpecDecodeSource {
-  const i64* plan;       // [states][kSpecStateFields] then [tables][kSpecTableFields]
-  i64 states, tables;
+  const i64* plan;       // [states][kSpecStateFields]
+  i64 states;
   int mode;              // SpecDecodeMode
   int table_row_by_slot; // 1: the block-table row is the request slot; 0: the batch row
   i64 rows;              // request rows of this launch (the batch)
@@ -111,39 +112,37 @@ struct SpecDecodeSource {
     return d;
   }
 
-  // Block id at column `col` of row `row` of table t, or -1 when either is outside the table.
-  XSC_FN i64 block_id(i64 t, i64 row, i64 col) const {
-    const i64* tp = plan + states * kSpecStateFields + t * kSpecTableFields;
-    if (row < 0 || row >= tp[kTableRows] || col < 0 || col >= tp[kTableColumns]) return -1;
-    const int* table = (const int*)(unsigned long long)tp[kTableBase];
-    return table[row * tp[kTableRowStride] + col];
-  }
-
   XSC_FN Span span(i64 i) const {
     const i64 r = (i64)quotient((u64)i, (u64)states), j = i - r * states;
+    const i64* p = plan + j * kSpecStateFields;
+    // The state's fields do not depend on the request: they are read before the decision, with the
+    // request's counts, so that every load but the block ids goes out at once (reading them after it cost
+    // three dependent trips to memory before each unit's copy).
+    const i64 blocks = p[kSpecBlocks], token_bytes = p[kSpecTokenBytes], max_shift = p[kSpecMaxShift];
+    const i64 table_rows = p[kSpecTableRows], columns = p[kSpecTableColumns], row_stride = p[kSpecTableRowStride];
+    const int* table = (const int*)(u64)p[kSpecTableBase];
+    const SpecDecision d = decide(r);
     Span s;
     s.rows = 0;
     s.row_bytes = 0;
     s.src = s.dst = 0;
     s.src_stride = s.dst_stride = 0;
-    const SpecDecision d = decide(r);
     if (!d.copy || d.bias < 0) return s;
-    const i64* p = plan + j * kSpecStateFields;
-    const i64 t = p[kSpecGroup];
-    if (t < 0 || t >= tables) return s;
     const i64 row = table_row_by_slot ? d.slot : r;
-    const bool whole_block = p[kSpecTokenBytes] == 0;
     i64 src_col = d.src_col, shift_bytes = 0;
-    if (whole_block) {
-      src_col = d.src_col + d.bias;  // both came from int32 inputs: the sum fits
+    if (token_bytes == 0) {
+      src_col = d.src_col + d.bias;  // a whole block, `bias` columns on; both came from int32 inputs: the sum fits
     } else {
       // Compare the bias with a bound the host worked out before multiplying: a bias that leaves no byte
       // copies nothing, and below that the product is smaller than the row.
-      if (d.bias > p[kSpecMaxShift]) return s;
-      shift_bytes = d.bias * p[kSpecTokenBytes];
+      if (d.bias > max_shift) return s;
+      shift_bytes = d.bias * token_bytes;
     }
-    const i64 src_block = block_id(t, row, src_col), dst_block = block_id(t, row, d.dst_col);
-    if (src_block < 0 || dst_block < 0 || src_block >= p[kSpecBlocks] || dst_block >= p[kSpecBlocks]) return s;
+    // A row or column outside the table, or a block id outside the pool, copies nothing.
+    if (row < 0 || row >= table_rows || src_col < 0 || src_col >= columns || d.dst_col < 0 || d.dst_col >= columns)
+      return s;
+    const i64 src_block = table[row * row_stride + src_col], dst_block = table[row * row_stride + d.dst_col];
+    if (src_block < 0 || dst_block < 0 || src_block >= blocks || dst_block >= blocks) return s;
     const u64 base = (u64)p[kSpecBase], stride = (u64)p[kSpecBlockStride];
     s.rows = p[kSpecRows];
     s.row_bytes = p[kSpecRowBytes] - shift_bytes;

@@ -67,8 +67,7 @@ bool overlap(const at::Tensor& a, const at::Tensor& b) {
 }
 
 at::Tensor host_plan(at::TensorList states, at::IntArrayRef kinds, at::IntArrayRef groups, at::TensorList tables) {
-  const int64_t n = (int64_t)states.size() * kSpecStateFields + (int64_t)tables.size() * kSpecTableFields;
-  at::Tensor plan = at::empty({n}, at::TensorOptions().dtype(at::kLong));
+  at::Tensor plan = at::empty({(int64_t)states.size() * kSpecStateFields}, at::TensorOptions().dtype(at::kLong));
   int64_t* p = plan.data_ptr<int64_t>();
   for (size_t j = 0; j < states.size(); ++j, p += kSpecStateFields) {
     const at::Tensor& s = states[j];
@@ -76,7 +75,11 @@ at::Tensor host_plan(at::TensorList states, at::IntArrayRef kinds, at::IntArrayR
     p[kSpecBase] = (int64_t)reinterpret_cast<uintptr_t>(s.data_ptr());  // the bits; read back as uint64
     p[kSpecBlockStride] = s.stride(0) * es;
     p[kSpecBlocks] = s.size(0);
-    p[kSpecGroup] = groups[j];
+    const at::Tensor& table = tables[groups[j]];
+    p[kSpecTableBase] = (int64_t)reinterpret_cast<uintptr_t>(table.data_ptr());
+    p[kSpecTableRows] = table.size(0);
+    p[kSpecTableColumns] = table.size(1);
+    p[kSpecTableRowStride] = table.stride(0);
     if (kinds[j] == kConvDS) {
       p[kSpecRows] = s.size(1);
       p[kSpecRowStride] = s.stride(1) * es;
@@ -90,13 +93,6 @@ at::Tensor host_plan(at::TensorList states, at::IntArrayRef kinds, at::IntArrayR
     }
     if (kinds[j] != kWholeBlock && p[kSpecTokenBytes] == 0) p[kSpecRowBytes] = 0;  // no tokens: nothing to copy
     p[kSpecMaxShift] = max_shift_of(p[kSpecRowBytes], p[kSpecTokenBytes]);
-  }
-  for (const at::Tensor& b : tables) {
-    p[kTableBase] = (int64_t)reinterpret_cast<uintptr_t>(b.data_ptr());
-    p[kTableRows] = b.size(0);
-    p[kTableColumns] = b.size(1);
-    p[kTableRowStride] = b.stride(0);
-    p += kSpecTableFields;
   }
   return plan;
 }
@@ -119,7 +115,6 @@ SpecDecodeCall make_call(at::TensorList states, at::IntArrayRef kinds, at::IntAr
   std::memset(&s, 0, sizeof(s));
   s.plan = reinterpret_cast<const i64*>(call.plan.data_ptr<int64_t>());
   s.states = (i64)states.size();
-  s.tables = (i64)tables.size();
   s.table_row_by_slot = by_slot ? 1 : 0;
   s.rows = num_rows;
   s.slots = slots;
