@@ -1,4 +1,4 @@
-"""vLLM's MambaSpecDecodeGPUContext.compute_aligned_state_indices (0.30+) served by torch gathers.
+"""vLLM's MambaSpecDecodeGPUContext.compute_aligned_state_indices (0.29+) served by torch gathers.
 
 vLLM's method launches a Triton kernel that loads each Mamba group's block table through an int64 address
 table (`block_table_ptrs`, or `aligned_index_block_table_ptrs` from 0.32) and adds row and column offsets

@@ -54,7 +54,7 @@ class VllmLayout:
     fused_rows_by_slot: dict = dataclasses.field(default_factory=dict)
     fused_unrecognised: list = dataclasses.field(default_factory=list)
     # the address table MambaSpecDecodeGPUContext.compute_aligned_state_indices' kernel reads the block tables
-    # through (0.30+), when that method is recognised and so served by ours; else why not
+    # through (0.29+), when that method is recognised and so served by ours; else why not
     aligned_index_table: Optional[str] = None
     aligned_unrecognised: list = dataclasses.field(default_factory=list)
 

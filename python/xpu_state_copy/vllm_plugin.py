@@ -15,7 +15,7 @@ and then, after reading that module's source (see vllm_compat):
     run_fused_precopy / run_fused_postprocess_align where the release has them), serves them with
     mamba_spec_decode_postprocess_ / _precopy_ (vllm_spec_decode), so no address passes through Triton;
     where it does not, vLLM's kernels stay (with the address fix) and it warns, naming what it did not know;
-  * where it recognises ``MambaSpecDecodeGPUContext.compute_aligned_state_indices`` (0.30+), computes those
+  * where it recognises ``MambaSpecDecodeGPUContext.compute_aligned_state_indices`` (0.29+), computes those
     indices with torch gathers from the block tables themselves (vllm_aligned_indices).
 Nothing of vLLM's code is replaced beyond those attributes; a layout it does not recognise is left alone.
 """

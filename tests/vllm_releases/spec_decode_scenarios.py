@@ -4,7 +4,7 @@
 
 With the plugin active, every MambaSpecDecodeGPUContext.run_fused_* the release has runs twice per random
 scenario on copies of the same pools: vLLM's own method (kept by the plugin as .vllm_original, its Triton
-kernel) and the plugin's (our op); compute_aligned_state_indices (0.30+) likewise on the same block tables
+kernel) and the plugin's (our op); compute_aligned_state_indices (0.29+) likewise on the same block tables
 (aligned_index_scenarios). Then vLLM's Triton kernels are made to raise and ours runs once more, so a kernel
 launch along that path fails the run. Prints one JSON object on its last line.
 """
