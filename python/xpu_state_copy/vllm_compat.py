@@ -18,6 +18,7 @@ import re
 from typing import Optional
 
 from .pointer_stores import find_pointer_stores
+from .vllm_aligned_indices import inspect_aligned_indices
 from .vllm_spec_decode import inspect_spec_decode
 
 MAMBA_UTILS = "vllm.v1.worker.mamba_utils"
@@ -52,6 +53,10 @@ class VllmLayout:
     fused_copies: tuple = ()
     fused_rows_by_slot: dict = dataclasses.field(default_factory=dict)
     fused_unrecognised: list = dataclasses.field(default_factory=list)
+    # the address table MambaSpecDecodeGPUContext.compute_aligned_state_indices' kernel reads the block tables
+    # through (0.29+), when that method is recognised and so served by ours; else why not
+    aligned_index_table: Optional[str] = None
+    aligned_unrecognised: list = dataclasses.field(default_factory=list)
 
     @property
     def has_unsafe_pointer_writes(self) -> bool:
@@ -173,4 +178,6 @@ def inspect_mamba_utils(module, version: Optional[str] = None) -> VllmLayout:
                                        if not _covered(store, layout, copy_tables_uint64)]
     methods, rows, why = inspect_spec_decode(module)
     layout.fused_copies, layout.fused_rows_by_slot, layout.fused_unrecognised = tuple(methods), rows, why
+    layout.aligned_index_table, layout.aligned_unrecognised = inspect_aligned_indices(
+        module, getattr(module, SPEC_DECODE_CONTEXT, None))
     return layout

@@ -14,7 +14,9 @@ and then, after reading that module's source (see vllm_compat):
   * where it recognises ``MambaSpecDecodeGPUContext``'s fused copies (run_fused_postprocess, and
     run_fused_precopy / run_fused_postprocess_align where the release has them), serves them with
     mamba_spec_decode_postprocess_ / _precopy_ (vllm_spec_decode), so no address passes through Triton;
-    where it does not, vLLM's kernels stay (with the address fix) and it warns, naming what it did not know.
+    where it does not, vLLM's kernels stay (with the address fix) and it warns, naming what it did not know;
+  * where it recognises ``MambaSpecDecodeGPUContext.compute_aligned_state_indices`` (0.29+), computes those
+    indices with torch gathers from the block tables themselves (vllm_aligned_indices).
 Nothing of vLLM's code is replaced beyond those attributes; a layout it does not recognise is left alone.
 """
 import functools
@@ -28,7 +30,8 @@ import weakref
 from . import validate
 from .pointers import as_signed
 from .vllm_compat import MAMBA_UTILS, inspect_mamba_utils
-from .vllm_spec_decode import replace_fused_copies
+from .vllm_aligned_indices import METHOD as ALIGNED_METHOD, replace_aligned_indices
+from .vllm_spec_decode import ensure_recording_initialiser, replace_fused_copies
 
 ENV_SWITCH = "XPU_STATE_COPY_VLLM"
 # A child of vLLM's "vllm" logger, so the line comes out through vLLM's own handler and format.
@@ -160,6 +163,8 @@ def _routed_batch_memcpy(vllm_batch_memcpy):
 
 ROUTE_BATCH_MEMCPY = "batch_memcpy -> xpu_state_copy.batch_memcpy"
 FUSED_COPIES = "-> xpu_state_copy.mamba_spec_decode_* (no Triton address arithmetic)"
+ALIGNED_INDICES = (f"MambaSpecDecodeGPUContext.{ALIGNED_METHOD} -> gathers from the block-table tensors "
+                   "(no Triton address arithmetic)")
 UINT64_COPY_TABLES = "MambaCopyBuffers src_ptrs/dst_ptrs built as uint64"
 RECORD_STATE_BOUNDS = "collect_mamba_copy_meta records state tensors as copy bounds (XPU_STATE_COPY_VALIDATE=1)"
 
@@ -176,6 +181,8 @@ def planned_changes(layout):
         changes.append(UINT64_COPY_TABLES)
     if layout.fused_copies:
         changes.append(f"MambaSpecDecodeGPUContext.{', '.join(layout.fused_copies)} {FUSED_COPIES}")
+    if layout.aligned_index_table:
+        changes.append(ALIGNED_INDICES)
     if layout.batch_memcpy_routable and validate.requested():
         changes.append(RECORD_STATE_BOUNDS)
     return changes
@@ -196,6 +203,8 @@ def _apply(module, layout, change):
         module.collect_mamba_copy_meta = _recording_state_bounds(collect)
     elif change.endswith(FUSED_COPIES):
         return bool(replace_fused_copies(module, layout.fused_copies, layout.fused_rows_by_slot))
+    elif change == ALIGNED_INDICES:
+        return replace_aligned_indices(module, layout.aligned_index_table, ensure_recording_initialiser)
     elif change == UINT64_COPY_TABLES:
         buffers = module.MambaCopyBuffers
         if getattr(buffers.create, _MARK, False):
@@ -222,10 +231,12 @@ def patch_mamba_utils(module):
             logger.warning("xpu_state_copy: vLLM %s stores raw data_ptr() values into tables this plugin does "
                            "not make safe, where an XPU address (bit 63 set) can overflow or be misread: %s",
                            layout.version, "; ".join(layout.uncovered_pointer_stores))
-        if layout.fused_unrecognised:
-            logger.warning("xpu_state_copy: vLLM %s's spec-decode copies stay on vLLM's Triton kernels (with the "
-                           "address fix where the release needs it); not recognised: %s", layout.version,
-                           "; ".join(layout.fused_unrecognised))
+        for what, why in (("spec-decode copies stay on vLLM's Triton kernels (with the address fix where the "
+                           "release needs it)", layout.fused_unrecognised),
+                          (f"{ALIGNED_METHOD} stays on vLLM's Triton kernel (block tables read through their "
+                           "addresses)", layout.aligned_unrecognised)):
+            if why:
+                logger.warning("xpu_state_copy: vLLM %s's %s; not recognised: %s", layout.version, what, "; ".join(why))
         applied, skipped = [], []
         for change in planned_changes(layout):
             try:

@@ -16,6 +16,8 @@ import inspect
 import textwrap
 from typing import Optional
 
+from . import vllm_aligned_indices as aligned
+
 CONTEXT = "MambaSpecDecodeGPUContext"
 INITIALISER = "initialize_from_forward_context"
 # Each fused method with the parameters the replacement takes over, as vLLM names them.
@@ -33,6 +35,7 @@ KERNELS = {"run_fused_postprocess": "postprocess_mamba_fused_kernel",
            "run_fused_precopy": "precopy_mamba_align_fused_kernel"}
 _MARK = "__xpu_state_copy_patch__"
 _RECORDS_PLAN = "__xpu_state_copy_records_plan__"  # the initialiser wrapper (it may also wrap the address fix)
+_SERVES_COPIES = "__xpu_state_copy_serves_copies__"  # on the context class once the run_fused_* are ours
 
 
 def _source_tree(obj):
@@ -166,19 +169,36 @@ def _recording_initialiser(method):
     @functools.wraps(method)
     def initialise_and_plan(self, *args, **kwargs):
         result = method(self, *args, **kwargs)
-        if getattr(self, "is_initialized", False) and "_xsc_plan" not in self.__dict__:
+        if getattr(self, "is_initialized", False) and "_xsc_planned" not in self.__dict__:
+            self.__dict__["_xsc_planned"] = True
             bound = signature.bind(self, *args, **kwargs).arguments
-            plan = build_plan(self, bound.get("forward_context"), bound.get("block_tables") or ())
-            self.__dict__["_xsc_plan"] = plan if isinstance(plan, _Plan) else None
-            if not isinstance(plan, _Plan):
+            why = []
+            if getattr(type(self), _SERVES_COPIES, False):
+                plan = build_plan(self, bound.get("forward_context"), bound.get("block_tables") or ())
+                self.__dict__["_xsc_plan"] = plan if isinstance(plan, _Plan) else None
+                if not isinstance(plan, _Plan):
+                    why.append(f"spec-decode copies: {plan}")
+            table_attribute = getattr(type(self), aligned.SERVES, None)
+            if table_attribute:
+                plan = aligned.build_aligned_plan(self, bound, table_attribute)
+                self.__dict__["_xsc_aligned"] = plan if isinstance(plan, aligned.AlignedPlan) else None
+                if not isinstance(plan, aligned.AlignedPlan):
+                    why.append(f"{aligned.METHOD}: {plan}")
+            if why:
                 from .vllm_plugin import logger
 
-                logger.warning("xpu_state_copy: vLLM's spec-decode copies stay on vLLM's kernels: %s", plan)
+                logger.warning("xpu_state_copy: these stay on vLLM's kernels for this context: %s", "; ".join(why))
         return result
 
     setattr(initialise_and_plan, _MARK, True)
     setattr(initialise_and_plan, _RECORDS_PLAN, True)
     return initialise_and_plan
+
+
+def ensure_recording_initialiser(context):
+    """Wraps the context's initialiser once, so the plans of whatever we serve are made when vLLM fills it."""
+    if not getattr(context.__dict__.get(INITIALISER), _RECORDS_PLAN, False):
+        setattr(context, INITIALISER, _recording_initialiser(context.__dict__[INITIALISER]))
 
 
 def _ours(name, original, by_slot):
@@ -248,9 +268,10 @@ def _ours(name, original, by_slot):
 def replace_fused_copies(module, methods, rows):
     """Installs the replacements; returns the names replaced now (empty when already in place)."""
     context = getattr(module, CONTEXT)
-    if not methods or getattr(context.__dict__.get(INITIALISER), _RECORDS_PLAN, False):
+    if not methods or context.__dict__.get(_SERVES_COPIES, False):
         return []
-    setattr(context, INITIALISER, _recording_initialiser(context.__dict__[INITIALISER]))
+    ensure_recording_initialiser(context)
+    setattr(context, _SERVES_COPIES, True)
     for name in methods:
         setattr(context, name, _ours(name, context.__dict__[name], rows[name]))
     return list(methods)

@@ -20,7 +20,8 @@ import torch
 NUM_BLOCKS, MAX_REQS = 8, 4
 LAYERS = ("model.layers.0.linear_attn", "model.layers.2.linear_attn")
 FAKE_HIGH_BIT = 1 << 63  # what an XPU address looks like: bit 63 set
-FUSED = ("run_fused_postprocess", "run_fused_precopy", "run_fused_postprocess_align")
+FUSED = ("run_fused_postprocess", "run_fused_precopy", "run_fused_postprocess_align",
+         "compute_aligned_state_indices")  # the last one 0.29+
 
 
 class HighAddressTensor(torch.Tensor):

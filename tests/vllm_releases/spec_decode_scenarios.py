@@ -4,8 +4,9 @@
 
 With the plugin active, every MambaSpecDecodeGPUContext.run_fused_* the release has runs twice per random
 scenario on copies of the same pools: vLLM's own method (kept by the plugin as .vllm_original, its Triton
-kernel) and the plugin's (our op). Then vLLM's Triton kernels are made to raise and ours runs once more, so
-a kernel launch along that path fails the run. Prints one JSON object on its last line.
+kernel) and the plugin's (our op); compute_aligned_state_indices (0.29+) likewise on the same block tables
+(aligned_index_scenarios). Then vLLM's Triton kernels are made to raise and ours runs once more, so a kernel
+launch along that path fails the run. Prints one JSON object on its last line.
 """
 import copy
 import inspect
@@ -22,7 +23,11 @@ import torch
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # tests/: the reference's scenarios
 from spec_decode_reference import random_postprocess, random_precopy  # noqa: E402
 
-KERNELS = ("postprocess_mamba_fused_kernel", "precopy_mamba_align_fused_kernel", "batch_memcpy_kernel")
+import aligned_index_scenarios as aligned  # noqa: E402
+
+KERNELS = ("postprocess_mamba_fused_kernel", "precopy_mamba_align_fused_kernel", "batch_memcpy_kernel",
+           aligned.KERNEL)
+FUSED = ("run_fused_postprocess", "run_fused_precopy", "run_fused_postprocess_align")
 
 
 def release(mu):
@@ -44,8 +49,9 @@ def build_context(mu, s, layout):
     for g in range(groups):
         names = [n for n, v in layers.items() if v[2] == g]
         conv, temporal = layers[names[0]][:2]
+        spec_blocks = {"num_speculative_blocks": s.spec_blocks} if getattr(s, "spec_blocks", 0) else {}
         spec = MambaSpec(block_size=s.block_size, shapes=(tuple(conv.shape[1:]), tuple(temporal.shape[1:])),
-                         dtypes=(conv.dtype, temporal.dtype), mamba_cache_mode="align")
+                         dtypes=(conv.dtype, temporal.dtype), mamba_cache_mode="align", **spec_blocks)
         specs.append(KVCacheGroupSpec(layer_names=names, kv_cache_spec=spec))
     config = KVCacheConfig(num_blocks=s.states[0].shape[0], kv_cache_tensors=[], kv_cache_groups=specs)
     forward_context = {n: types.SimpleNamespace(kv_cache=[v[0], v[1]]) for n, v in layers.items()}
@@ -64,7 +70,9 @@ def build_context(mu, s, layout):
                                                   device=torch.device("cpu"), make_buffer=make_buffer, **type_arg)
     if hasattr(mu, "is_conv_state_dim_first"):
         mu.is_conv_state_dim_first = lambda: layout == "ds"
-    context.initialize_from_forward_context(config, forward_context, funcs, list(s.block_tables))
+    second = getattr(s, "aligned_tables", None)
+    context.initialize_from_forward_context(config, forward_context, funcs, list(s.block_tables),
+                                            *([list(second)] if second is not None else []))
     return context
 
 
@@ -86,22 +94,39 @@ def args_for(method, s, counts_slot_count):
     return (s.num_rows, s.state_idx if s.dst_cols is None else s.dst_cols, s.src_cols, s.token_bias, s.idx_mapping)
 
 
+def order_free_align_rows(s, rng):
+    """0.25-0.27's run_fused_postprocess_align reads each request's accepted count and resets it to 1 in the
+    same launch (where the running state stays in its block), so with more than one accepted token the
+    other states of that request see the count before or after the reset, as the programs happen to run.
+    Such a row is given another source column instead (a cross-block move: no reset, the same result in
+    any order), or dropped from the batch where no column fits; every other row stays as drawn."""
+    columns = s.block_tables[0].shape[1]
+    mapping = s.idx_mapping.tolist()
+    for row, slot in enumerate(mapping):
+        accepted = int(s.num_accepted[slot]) if slot >= 0 else 1
+        fresh = int(s.num_computed[slot]) if slot >= 0 else 0
+        running = fresh - accepted + 1
+        aligned = fresh // s.block_size * s.block_size
+        dst = aligned // s.block_size - 1
+        if accepted <= 1 or aligned < running or dst != int(s.state_idx[slot]):
+            continue  # no reset, or one that writes the count it read: order is moot
+        bias = aligned - running
+        sources = [c for c in range(columns - bias) if c != dst]  # a whole state reads column src + bias
+        if sources:
+            s.state_idx[slot] = rng.choice(sources)
+        else:
+            mapping[row] = -1
+    s.idx_mapping = torch.tensor(mapping, dtype=torch.int32)
+
+
 def scenario_for(method, rng, layout, mu):
     if method == "run_fused_postprocess":
         return random_postprocess(rng, layout, precomputed=False, mapped=False, max_requests=12)
     if method == "run_fused_postprocess_align":
         s = random_postprocess(rng, layout, precomputed=True, mapped=True, max_requests=12)
         s.block_table_by_slot = False
-        if release(mu) < (0, 28):  # these read and reset the counts in one launch: keep rows whose order is moot
-            mapping = s.idx_mapping.tolist()
-            for row, slot in enumerate(mapping):
-                if slot >= 0 and int(s.num_accepted[slot]) > 1:
-                    fresh = int(s.num_computed[slot])
-                    running = fresh - int(s.num_accepted[slot]) + 1
-                    aligned = fresh // s.block_size * s.block_size
-                    if aligned >= running and aligned // s.block_size - 1 == int(s.state_idx[slot]):
-                        mapping[row] = -1
-            s.idx_mapping = torch.tensor(mapping, dtype=torch.int32)
+        if release(mu) < (0, 28):
+            order_free_align_rows(s, rng)
         return s
     s = random_precopy(rng, layout, mapped=True, max_requests=12)
     s.state_idx = s.dst_cols
@@ -134,11 +159,14 @@ def compare(mu, method, seed, layout):
             "ours_planned": ctx_ours.__dict__.get("_xsc_plan") is not None}
 
 
-def no_triton(mu, method, layout):
-    """Ours with every Triton kernel of mamba_utils made to raise."""
+def make_kernels_raise(mu):
     for name in KERNELS:
         if hasattr(mu, name):
             setattr(mu, name, _Raiser(name))
+
+
+def no_triton(mu, method, layout):
+    """Ours with every Triton kernel of mamba_utils made to raise."""
     s = scenario_for(method, random.Random(99), layout, mu)
     ctx = build_context(mu, s, layout)
     getattr(mu.MambaSpecDecodeGPUContext, method)(ctx, *args_for(method, s, None))
@@ -164,13 +192,12 @@ def main():
 
     vllm.v1.utils.PIN_MEMORY = False
     cls = mu.MambaSpecDecodeGPUContext
-    methods = [m for m in ("run_fused_postprocess", "run_fused_precopy", "run_fused_postprocess_align")
-               if m in cls.__dict__]
+    methods = [m for m in FUSED + (aligned.METHOD,) if m in cls.__dict__]
     layouts = ["sd", "ds"] if hasattr(mu, "is_conv_state_dim_first") else ["sd"]
     results = {"methods": methods,
                "replaced": [m for m in methods if hasattr(getattr(cls, m), "vllm_original")],
                "runs": {}}
-    for method in results["replaced"]:
+    for method in (m for m in results["replaced"] if m in FUSED):
         for layout in layouts:
             for seed in range(seeds):
                 key = f"{method}/{layout}/{seed}"
@@ -178,10 +205,21 @@ def main():
                     results["runs"][key] = compare(mu, method, seed, layout)
                 except Exception:
                     results["runs"][key] = {"crash": traceback.format_exc()[-3000:]}
+    if aligned.METHOD in results["replaced"]:
+        for seed in range(6 * seeds):  # cheap: one small kernel per scenario
+            key = f"{aligned.METHOD}/sd/{seed}"
+            try:
+                results["runs"][key] = aligned.compare_aligned(mu, seed, build_context)
+            except Exception:
+                results["runs"][key] = {"crash": traceback.format_exc()[-3000:]}
     results["no_triton"] = {}
+    make_kernels_raise(mu)
+    if aligned.METHOD in results["replaced"]:  # the trap must catch vLLM's own launch
+        results["aligned_trap_armed"] = aligned.trap_catches_vllms_launch(mu, build_context)
     for method in results["replaced"]:
         try:
-            results["no_triton"][method] = no_triton(mu, method, layouts[0])
+            results["no_triton"][method] = (aligned.no_triton_aligned(mu, build_context) if method == aligned.METHOD
+                                            else no_triton(mu, method, layouts[0]))
         except Exception:
             results["no_triton"][method] = traceback.format_exc()[-3000:]
     print(json.dumps(results))

@@ -119,6 +119,7 @@ def test_plugin_patches_only_what_the_release_gets_wrong(runs):
     # Every release: the fused spec-decode copies served by our ops, their plan taken at initialisation.
     fused = ["run_fused_postprocess"] + (["run_fused_precopy", "run_fused_postprocess_align"]
                                          if _release(runs.version) >= (0, 25) else [])
+    fused += ["compute_aligned_state_indices"] if _release(runs.version) >= (0, 29) else []
     expected = {"batch_memcpy", "MambaSpecDecodeGPUContext.initialize_from_forward_context"}
     expected |= {f"MambaSpecDecodeGPUContext.{name}" for name in fused}
     if runs.affected and _release(runs.version) >= (0, 28):  # the addresses are written by a helper there
@@ -136,6 +137,7 @@ def test_plugin_logs_one_line_through_vllms_logger(runs):
     assert runs.version in lines[0] and "XPU_STATE_COPY_VLLM=0 disables" in lines[0]
     assert ("bit 63" in lines[0]) == runs.affected
     assert "run_fused_postprocess" in lines[0] and "xpu_state_copy.mamba_spec_decode_" in lines[0]
+    assert ("compute_aligned_state_indices -> gathers" in lines[0]) == (_release(runs.version) >= (0, 29))
 
 
 def test_doctor_sees_the_unsafe_writes_and_the_plugin(runs):
@@ -145,7 +147,8 @@ def test_doctor_sees_the_unsafe_writes_and_the_plugin(runs):
     assert on["plugin_entry_point"] == "xpu_state_copy.vllm_plugin:register"
     assert (off["plugin_active"], on["plugin_active"]) == (False, True)
     assert on["would_patch"] == off["would_patch"]
-    assert len(on["would_patch"]) == 2 + runs.affected + runs.int64_copy_tables  # + the fused copies
+    aligned_indices = _release(runs.version) >= (0, 29)
+    assert len(on["would_patch"]) == 2 + runs.affected + runs.int64_copy_tables + aligned_indices
     assert runs.off["doctor"]["problems"] == []  # CPU addresses never have bit 63 set
 
 
