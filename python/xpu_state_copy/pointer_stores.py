@@ -9,8 +9,18 @@ not reported: the function it went through decides what is stored.
 """
 import ast
 import dataclasses
+import inspect
 import textwrap
 from typing import List, Optional
+
+
+def source_tree(obj) -> Optional[ast.Module]:
+    """The syntax tree of a function's (or class's) source, unwrapped from decorators, or None where Python
+    cannot show that source."""
+    try:
+        return ast.parse(textwrap.dedent(inspect.getsource(inspect.unwrap(obj))))
+    except (OSError, TypeError, SyntaxError):
+        return None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,8 +18,9 @@ import ast
 import functools
 import inspect
 import operator
-import textwrap
 from typing import Optional
+
+from .pointer_stores import source_tree
 
 METHOD = "compute_aligned_state_indices"
 KERNEL = "get_aligned_state_indices_multi_group_kernel"
@@ -40,13 +41,6 @@ _MARK = "__xpu_state_copy_patch__"
 SERVES = "__xpu_state_copy_aligned_table__"  # on the context class: the address table whose tables we read
 
 
-def _tree(obj):
-    try:
-        return ast.parse(textwrap.dedent(inspect.getsource(inspect.unwrap(obj))))
-    except (OSError, TypeError, SyntaxError):
-        return None
-
-
 def _self_attribute(node) -> Optional[str]:
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
         return node.attr
@@ -65,7 +59,7 @@ def inspect_aligned_indices(module, context):
     if params != _PARAMETERS:
         return None, [f"{context.__name__}.{METHOD} takes {params}, expected {_PARAMETERS}"]
     kernel = getattr(module, KERNEL, None)
-    kernel_tree = _tree(getattr(kernel, "fn", kernel)) if kernel is not None else None
+    kernel_tree = source_tree(getattr(kernel, "fn", kernel)) if kernel is not None else None
     kernel_def = kernel_tree.body[0] if kernel_tree is not None and kernel_tree.body else None
     if not isinstance(kernel_def, ast.FunctionDef) or [a.arg for a in kernel_def.args.args] != _KERNEL_PARAMETERS:
         return None, [f"{KERNEL} is missing or takes other parameters"]
@@ -73,7 +67,7 @@ def inspect_aligned_indices(module, context):
     if not all(rule in text for rule in _KERNEL_RULES):
         return None, [f"{KERNEL} computes its indices differently"]
     launch = None
-    for node in ast.walk(_tree(method) or ast.Module(body=[], type_ignores=[])):
+    for node in ast.walk(source_tree(method) or ast.Module(body=[], type_ignores=[])):
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)
                 and getattr(node.func.value, "id", None) == KERNEL):
             launch = node

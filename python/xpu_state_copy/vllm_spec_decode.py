@@ -13,10 +13,10 @@ vLLM reads it too), and checked against what vLLM stored for every state before 
 import ast
 import functools
 import inspect
-import textwrap
 from typing import Optional
 
 from . import vllm_aligned_indices as aligned
+from .pointer_stores import source_tree
 
 CONTEXT = "MambaSpecDecodeGPUContext"
 INITIALISER = "initialize_from_forward_context"
@@ -38,19 +38,12 @@ _RECORDS_PLAN = "__xpu_state_copy_records_plan__"  # the initialiser wrapper (it
 _SERVES_COPIES = "__xpu_state_copy_serves_copies__"  # on the context class once the run_fused_* are ours
 
 
-def _source_tree(obj):
-    try:
-        return ast.parse(textwrap.dedent(inspect.getsource(inspect.unwrap(obj))))
-    except (OSError, TypeError, SyntaxError):
-        return None
-
-
 def table_row_by_slot(kernel) -> Optional[bool]:
     """Which row of the block table vLLM's kernel copies through: the request slot (True), the batch row
     (False), or None when its source does not say. Read from the second argument of its call to the copy
     helper (`_copy_mamba_state_block(state_idx, <row>, ...)`), or from how the single-kernel releases
     (0.22-0.24) index the table (`... + req_idx * block_table_stride_req`: no batch rows there)."""
-    tree = _source_tree(getattr(kernel, "fn", kernel))  # a Triton JITFunction keeps the function as .fn
+    tree = source_tree(getattr(kernel, "fn", kernel))  # a Triton JITFunction keeps the function as .fn
     if tree is None:
         return None
     aliases = {}
