@@ -72,6 +72,22 @@ def test_postprocess_matches_reference(target, seed, layout):
     assert torch.equal(ours_counts.cpu(), counts)
 
 
+@pytest.mark.parametrize("layout", ["sd", "ds"])
+def test_postprocess_with_more_rows_than_a_group_keeps(target, layout):
+    """600 rows: more row records than a work-group keeps in local memory (512), so the kernels read every
+    span from global memory instead (their third build)."""
+    rng = random.Random(77 + (layout == "ds"))
+    s = random_postprocess(rng, layout, requests=600)
+    ours = to_device(s, target.device)
+    counts = torch.full((s.num_accepted.numel(),), POISON, dtype=torch.int32)
+    ours_counts = counts.to(target.device)
+    run_postprocess(ours, ours_counts)
+    synchronize(target.device)
+    s.reference(precopy=False, counts_out=counts)
+    assert_same_pools(ours.states, s.states)
+    assert torch.equal(ours_counts.cpu(), counts)
+
+
 @pytest.mark.parametrize("seed", range(8))
 @pytest.mark.parametrize("layout", ["sd", "ds"])
 def test_precopy_matches_reference(target, seed, layout):

@@ -27,8 +27,10 @@
 
 namespace xsc {
 
-// Per state, kSpecStateFields int64 values (built on the host from the state tensors and block tables). Each
-// state carries its block table's fields itself, so that a span reads no field that depends on another.
+// Per state, kSpecStateFields int64 values (built on the host from the state tensors and block tables), then
+// per block table kSpecTableFields. Each state also carries its table's fields itself (in SpecTableField
+// order from kSpecTableBase), so that a span computed from global memory reads no field that depends on
+// another.
 enum SpecStateField {
   kSpecBase,            // the pool's address bits
   kSpecBlockStride,     // bytes between blocks
@@ -38,12 +40,26 @@ enum SpecStateField {
   kSpecRowBytes,        // bytes per row with no shift
   kSpecTokenBytes,      // bytes one token of shift drops from a row (0: a whole-block state)
   kSpecMaxShift,        // the most tokens a row can drop and still copy a byte (entry_sources.h's max_shift_of)
-  kSpecTableBase,       // the state's block table (int32 [rows, columns], columns contiguous): its address bits,
-  kSpecTableRows,       //   rows,
-  kSpecTableColumns,    //   columns
-  kSpecTableRowStride,  //   and elements between rows
-  kSpecStateFields
+  kSpecGroup,           // which block table the state's blocks come from
+  kSpecTableBase,       // that table's fields, as below
+  kSpecStateFields = kSpecTableBase + 4
 };
+// A block table: int32 [rows, columns], columns contiguous.
+enum SpecTableField { kTableBase, kTableRows, kTableColumns, kTableRowStride, kSpecTableFields };
+
+// What every state of one request row needs from one block table: the block ids the row's decision names
+// (-1: none, or outside the table or the inputs) and its token bias (-1: the row copies nothing).
+struct SpecRowRecord {
+  i64 bias;
+  int conv_src;   // at the source column (conv states: the tokens past the bias are copied)
+  int whole_src;  // at the source column + bias (whole-block states)
+  int dst;        // at the destination column
+  int unused;
+};
+// Rows x tables for which a work-group keeps every row's record in local memory (12 KiB), worked out once
+// before its first copy: a unit's span then waits for no trip to the counts and tables (vLLM batches are
+// at most a few hundred requests). Larger launches compute every span from global memory.
+constexpr i64 kSpecMaxRecords = 512;
 
 enum SpecDecodeMode : int { kSpecPostprocess = 0, kSpecPostprocessPrecomputed = 1, kSpecPrecopy = 2 };
 
@@ -56,8 +72,8 @@ struct SpecDecision {
 };
 
 struct SpecDecodeSource {
-  const i64* plan;       // [states][kSpecStateFields]
-  i64 states;
+  const i64* plan;       // [states][kSpecStateFields] then [tables][kSpecTableFields]
+  i64 states, tables;
   int mode;              // SpecDecodeMode
   int table_row_by_slot; // 1: the block-table row is the request slot; 0: the batch row
   i64 rows;              // request rows of this launch (the batch)
@@ -112,45 +128,77 @@ struct SpecDecodeSource {
     return d;
   }
 
-  XSC_FN Span span(i64 i) const {
-    const i64 r = (i64)quotient((u64)i, (u64)states), j = i - r * states;
-    const i64* p = plan + j * kSpecStateFields;
-    // The state's fields do not depend on the request: they are read before the decision, with the
-    // request's counts, so that every load but the block ids goes out at once (reading them after it cost
-    // three dependent trips to memory before each unit's copy).
-    const i64 blocks = p[kSpecBlocks], token_bytes = p[kSpecTokenBytes], max_shift = p[kSpecMaxShift];
-    const i64 table_rows = p[kSpecTableRows], columns = p[kSpecTableColumns], row_stride = p[kSpecTableRowStride];
-    const int* table = (const int*)(u64)p[kSpecTableBase];
-    const SpecDecision d = decide(r);
+  // Table t's fields (SpecTableField order) starting at f.
+  struct Table {
+    const int* ids;
+    i64 rows, columns, row_stride;
+  };
+  XSC_FN static Table table_at(const i64* f) {
+    return Table{(const int*)(u64)f[kTableBase], f[kTableRows], f[kTableColumns], f[kTableRowStride]};
+  }
+  // The block id at `col` of row `row`, or -1 outside the table.
+  XSC_FN static i64 block_at(const Table& t, i64 row, i64 col) {
+    if (row < 0 || row >= t.rows || col < 0 || col >= t.columns) return -1;
+    return t.ids[row * t.row_stride + col];
+  }
+
+  // Row r's record in table t. A bias above every int32 (counts near the int32 limits) is kept as it is:
+  // no state's kMaxShift is that large, and a whole block that far on lies outside any table.
+  XSC_FN SpecRowRecord record(const SpecDecision& d, i64 r, const Table& t) const {
+    SpecRowRecord rec{-1, -1, -1, -1, 0};
+    if (!d.copy || d.bias < 0) return rec;
+    const i64 row = table_row_by_slot ? d.slot : r;
+    rec.bias = d.bias;
+    rec.conv_src = (int)block_at(t, row, d.src_col);
+    rec.whole_src = (int)block_at(t, row, d.src_col + d.bias);  // both from int32 inputs: the sum fits
+    rec.dst = (int)block_at(t, row, d.dst_col);
+    return rec;
+  }
+
+  // State j's span for a row whose record is `rec`; an empty span (copying nothing) for a row that copies
+  // nothing, a bias that leaves no byte (compared before it is multiplied) or a block id outside the pool.
+  XSC_FN static Span span_of(const i64* p, const SpecRowRecord& rec) {
     Span s;
     s.rows = 0;
     s.row_bytes = 0;
     s.src = s.dst = 0;
     s.src_stride = s.dst_stride = 0;
-    if (!d.copy || d.bias < 0) return s;
-    const i64 row = table_row_by_slot ? d.slot : r;
-    i64 src_col = d.src_col, shift_bytes = 0;
-    if (token_bytes == 0) {
-      src_col = d.src_col + d.bias;  // a whole block, `bias` columns on; both came from int32 inputs: the sum fits
-    } else {
-      // Compare the bias with a bound the host worked out before multiplying: a bias that leaves no byte
-      // copies nothing, and below that the product is smaller than the row.
-      if (d.bias > max_shift) return s;
-      shift_bytes = d.bias * token_bytes;
+    if (rec.bias < 0) return s;
+    const i64 token_bytes = p[kSpecTokenBytes], blocks = p[kSpecBlocks];
+    i64 src_block = rec.whole_src, shift_bytes = 0;
+    if (token_bytes != 0) {
+      if (rec.bias > p[kSpecMaxShift]) return s;
+      src_block = rec.conv_src;
+      shift_bytes = rec.bias * token_bytes;  // below the row's bytes
     }
-    // A row or column outside the table, or a block id outside the pool, copies nothing.
-    if (row < 0 || row >= table_rows || src_col < 0 || src_col >= columns || d.dst_col < 0 || d.dst_col >= columns)
-      return s;
-    const i64 src_block = table[row * row_stride + src_col], dst_block = table[row * row_stride + d.dst_col];
-    if (src_block < 0 || dst_block < 0 || src_block >= blocks || dst_block >= blocks) return s;
+    if (src_block < 0 || rec.dst < 0 || src_block >= blocks || rec.dst >= blocks) return s;
     const u64 base = (u64)p[kSpecBase], stride = (u64)p[kSpecBlockStride];
     s.rows = p[kSpecRows];
     s.row_bytes = p[kSpecRowBytes] - shift_bytes;
     s.src_stride = s.dst_stride = (u64)p[kSpecRowStride];
     s.src = base + (u64)src_block * stride + (u64)shift_bytes;
-    s.dst = base + (u64)dst_block * stride;
+    s.dst = base + (u64)rec.dst * stride;
     if (s.src == s.dst) s.rows = s.row_bytes = 0;  // a copy onto itself
     return s;
+  }
+
+  // Entry i's span from global memory. The state's fields (its table's among them) do not depend on the
+  // request: read up front with the request's counts, they leave the block ids as the only trip after the
+  // decision (read after it, they cost three dependent trips before each unit's copy).
+  XSC_FN Span span(i64 i) const {
+    const i64 r = (i64)quotient((u64)i, (u64)states), j = i - r * states;
+    const i64* p = plan + j * kSpecStateFields;
+    const Table t = table_at(p + kSpecTableBase);
+    return span_of(p, record(decide(r), r, t));
+  }
+
+  // Records of rows x tables, entries first, first + step, ... of `out` (a work-group's local memory).
+  XSC_FN void fill_records(i64 first, i64 step, SpecRowRecord* out) const {
+    const i64* table_fields = plan + states * kSpecStateFields;
+    for (i64 k = first; k < rows * tables; k += step) {
+      const i64 r = (i64)quotient((u64)k, (u64)tables), t = k - r * tables;
+      out[k] = record(decide(r), r, table_at(table_fields + t * kSpecTableFields));
+    }
   }
 
   // The accepted-token count row `row` leaves in `out`: (slot, value), slot -1 for none. `copy_rest`:
@@ -167,6 +215,27 @@ struct SpecDecodeSource {
       *slot = d.slot;
       *value = accepted[d.slot];
     }
+  }
+};
+
+// A SpecDecodeSource whose rows' records a work-group worked out into its local memory before its first copy
+// (fill_records, then a group barrier; rows x tables <= kSpecMaxRecords): the kernels' source then.
+struct SpecDecodeRecordSource {
+  SpecDecodeSource source;
+  const SpecRowRecord* records;  // [rows][tables]
+
+  XSC_FN i64 count() const { return source.count(); }
+  template <class G>
+  XSC_FN void prefetch(const G&, i64) const {}
+  XSC_FN i64 size_word(i64 i) const { return i; }
+  XSC_FN i64 units_of_word(i64 i) const {
+    const Span s = span(i);
+    return units_of(s.rows, s.row_bytes);
+  }
+  XSC_FN Span span(i64 i) const {
+    const i64 r = (i64)quotient((u64)i, (u64)source.states), j = i - r * source.states;
+    const i64* p = source.plan + j * kSpecStateFields;
+    return SpecDecodeSource::span_of(p, records[r * source.tables + p[kSpecGroup]]);
   }
 };
 

@@ -17,22 +17,22 @@ using xsc_cuda::batch_memcpy_kernel;
 using xsc_cuda::copy_states_kernel;
 
 // The grid of a kernel build (the resident blocks of the whole GPU; see prepare_small_launch for the
-// small-batch builds), worked out once per device and build: each (Small, kernel type) pair instantiates
-// its own cache, and the two builds of a kernel share a type, hence `Small`.
-template <bool Small, class Kernel>
+// small-batch builds), worked out once per device and build. Builds of one op share a type, so `Build` tells
+// their caches apart: 0 a tile build, 1 a small-batch build, 2 the spec-decode tile build without records.
+template <int Build, class Kernel>
 int launch_blocks(Kernel kernel, int device) {
   static int cached[64] = {0};
   int& blocks = cached[device % 64];
   if (blocks == 0)
-    C10_CUDA_CHECK(Small ? xsc_cuda::prepare_small_launch(kernel, device, &blocks)
-                         : xsc_cuda::prepare_launch(kernel, device, &blocks));
+    C10_CUDA_CHECK(Build == 1 ? xsc_cuda::prepare_small_launch(kernel, device, &blocks)
+                              : xsc_cuda::prepare_launch(kernel, device, &blocks));
   return blocks;
 }
 
 // The build of a kernel that a batch of `entries` takes, on the current stream.
 template <class Kernel, class... Args>
 void launch_build(Kernel tiles, Kernel small, int device, int64_t entries, Args... args) {
-  xsc_cuda::launch_for_batch(tiles, launch_blocks<false>(tiles, device), small, launch_blocks<true>(small, device),
+  xsc_cuda::launch_for_batch(tiles, launch_blocks<0>(tiles, device), small, launch_blocks<1>(small, device),
                              c10::cuda::getCurrentCUDAStream(), entries, args...);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
@@ -64,8 +64,16 @@ using OptTensor = c10::optional<at::Tensor>;
 
 void launch_spec_decode(const at::Tensor& first_state, const xsc::SpecDecodeCall& call) {
   if (call.source.count() == 0) return;
-  launch_build(xsc_cuda::spec_decode_kernel<false>, xsc_cuda::spec_decode_kernel<true>, first_state.device().index(),
-               call.source.count(), call.source, call.counts_out, call.copy_rest ? 1 : 0);
+  const int device = first_state.device().index();
+  if (call.source.rows * call.source.tables <= xsc::kSpecMaxRecords) {
+    launch_build(xsc_cuda::spec_decode_kernel<false>, xsc_cuda::spec_decode_kernel<true>, device,
+                 call.source.count(), call.source, call.counts_out, call.copy_rest ? 1 : 0);
+  } else {  // more rows than a block's records hold: the tile build that reads every span from global memory
+    const auto kernel = xsc_cuda::spec_decode_kernel<false, false>;
+    kernel<<<launch_blocks<2>(kernel, device), xsc_cuda::kThreads, xsc_cuda::kTableBytes,
+             c10::cuda::getCurrentCUDAStream()>>>(call.source, call.counts_out, call.copy_rest ? 1 : 0);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
 }
 
 void cuda_spec_decode_postprocess(at::TensorList states, at::IntArrayRef kinds, at::IntArrayRef groups,

@@ -189,8 +189,10 @@ __global__ void __launch_bounds__(kBoundThreads<Small>, kBoundBlocks<Small>) cop
 }
 
 // The spec-decode copies (spec_decode_source.h): the accepted-token counts first, by the threads in turn
-// (no entry reads them), then the copies.
-template <bool Small>
+// (no entry reads them), then the copies. With Records (rows x tables <= kSpecMaxRecords, the launcher's
+// choice) each block first works out every row's record into shared memory and copies from those; without,
+// from global memory (a build of its own: with both paths one build spilled 52 bytes).
+template <bool Small, bool Records = true>
 __global__ void __launch_bounds__(kBoundThreads<Small>, kBoundBlocks<Small>) spec_decode_kernel(
     xsc::SpecDecodeSource source, int* counts_out, int copy_rest) {
   if (counts_out != nullptr) {
@@ -202,7 +204,15 @@ __global__ void __launch_bounds__(kBoundThreads<Small>, kBoundBlocks<Small>) spe
       if (slot >= 0) counts_out[slot] = value;
     }
   }
-  run_kernel_body<Small, xsc::kStatesSmallUnroll16>(source);
+  if constexpr (Records) {
+    __shared__ xsc::SpecRowRecord records[xsc::kSpecMaxRecords];
+    source.fill_records(threadIdx.x, blockDim.x, records);
+    __syncthreads();
+    xsc::SpecDecodeRecordSource from_records{source, records};
+    run_kernel_body<Small, xsc::kStatesSmallUnroll16>(from_records);
+  } else {
+    run_kernel_body<Small, xsc::kStatesSmallUnroll16>(source);
+  }
 }
 
 }  // namespace xsc_cuda

@@ -37,7 +37,8 @@ Kernels build_kernels(const sycl::context& context, sycl::device device) {
                    executable.ext_oneapi_get_kernel("xsc_copy_states"),
                    executable.ext_oneapi_get_kernel("xsc_copy_states_small"),
                    executable.ext_oneapi_get_kernel("xsc_spec_decode"),
-                   executable.ext_oneapi_get_kernel("xsc_spec_decode_small")};
+                   executable.ext_oneapi_get_kernel("xsc_spec_decode_small"),
+                   executable.ext_oneapi_get_kernel("xsc_spec_decode_global")};
   } catch (const sycl::exception& e) {  // the compiler's own failure, with its log
     throw std::runtime_error(std::string("xpu_state_copy: compiling the SYCL copy kernels at run time failed; "
                                          "the build log follows (XPU_STATE_COPY_BACKEND=cpu avoids the SYCL "

@@ -33,6 +33,7 @@ struct CachedKernels {
   KernelPair batch_memcpy;
   KernelPair copy_states;
   KernelPair spec_decode;
+  Launchable spec_decode_global;
 };
 
 std::mutex& cache_mutex() {
@@ -86,7 +87,8 @@ CachedKernels prepared_for(const sycl::queue& queue) {
   const Kernels k = build_kernels(context, device);
   cache().push_back(CachedKernels{context, device, kernel_pair(device, k.batch_memcpy, k.batch_memcpy_small),
                                   kernel_pair(device, k.copy_states, k.copy_states_small),
-                                  kernel_pair(device, k.spec_decode, k.spec_decode_small)});
+                                  kernel_pair(device, k.spec_decode, k.spec_decode_small),
+                                  launchable(device, k.spec_decode_global)});
   return cache().back();
 }
 
@@ -120,7 +122,9 @@ sycl::event launch_copy_states(sycl::queue& queue, const CopyStatesArgs& a) {
 sycl::event launch_spec_decode(sycl::queue& queue, const xsc::SpecDecodeSource& source, int* counts_out,
                                bool copy_rest) {
   if (source.rows == 0 || source.states == 0) return sycl::event();
-  const Launchable kernel = prepared_for(queue).spec_decode.for_batch(source.count());
+  const CachedKernels k = prepared_for(queue);
+  const bool records_fit = source.rows * source.tables <= xsc::kSpecMaxRecords;
+  const Launchable kernel = records_fit ? k.spec_decode.for_batch(source.count()) : k.spec_decode_global;
   return launch(queue, kernel, source, counts_out, copy_rest ? 1 : 0);
 }
 

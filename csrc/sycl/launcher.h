@@ -44,6 +44,7 @@ struct Kernels {
   sycl::kernel batch_memcpy, batch_memcpy_small;
   sycl::kernel copy_states, copy_states_small;
   sycl::kernel spec_decode, spec_decode_small;
+  sycl::kernel spec_decode_global;  // the tile build reading every span from global memory (many rows)
 };
 
 // "sycl-aot" or "sycl-jit": how this library obtains its kernels.

@@ -66,8 +66,17 @@ bool overlap(const at::Tensor& a, const at::Tensor& b) {
   return a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
 }
 
+// A block table's kSpecTableFields values at f.
+void table_fields(const at::Tensor& b, int64_t* f) {
+  f[kTableBase] = (int64_t)reinterpret_cast<uintptr_t>(b.data_ptr());
+  f[kTableRows] = b.size(0);
+  f[kTableColumns] = b.size(1);
+  f[kTableRowStride] = b.stride(0);
+}
+
 at::Tensor host_plan(at::TensorList states, at::IntArrayRef kinds, at::IntArrayRef groups, at::TensorList tables) {
-  at::Tensor plan = at::empty({(int64_t)states.size() * kSpecStateFields}, at::TensorOptions().dtype(at::kLong));
+  const int64_t n = (int64_t)states.size() * kSpecStateFields + (int64_t)tables.size() * kSpecTableFields;
+  at::Tensor plan = at::empty({n}, at::TensorOptions().dtype(at::kLong));
   int64_t* p = plan.data_ptr<int64_t>();
   for (size_t j = 0; j < states.size(); ++j, p += kSpecStateFields) {
     const at::Tensor& s = states[j];
@@ -75,11 +84,8 @@ at::Tensor host_plan(at::TensorList states, at::IntArrayRef kinds, at::IntArrayR
     p[kSpecBase] = (int64_t)reinterpret_cast<uintptr_t>(s.data_ptr());  // the bits; read back as uint64
     p[kSpecBlockStride] = s.stride(0) * es;
     p[kSpecBlocks] = s.size(0);
-    const at::Tensor& table = tables[groups[j]];
-    p[kSpecTableBase] = (int64_t)reinterpret_cast<uintptr_t>(table.data_ptr());
-    p[kSpecTableRows] = table.size(0);
-    p[kSpecTableColumns] = table.size(1);
-    p[kSpecTableRowStride] = table.stride(0);
+    p[kSpecGroup] = groups[j];
+    table_fields(tables[groups[j]], p + kSpecTableBase);
     if (kinds[j] == kConvDS) {
       p[kSpecRows] = s.size(1);
       p[kSpecRowStride] = s.stride(1) * es;
@@ -93,6 +99,10 @@ at::Tensor host_plan(at::TensorList states, at::IntArrayRef kinds, at::IntArrayR
     }
     if (kinds[j] != kWholeBlock && p[kSpecTokenBytes] == 0) p[kSpecRowBytes] = 0;  // no tokens: nothing to copy
     p[kSpecMaxShift] = max_shift_of(p[kSpecRowBytes], p[kSpecTokenBytes]);
+  }
+  for (const at::Tensor& b : tables) {
+    table_fields(b, p);
+    p += kSpecTableFields;
   }
   return plan;
 }
@@ -115,6 +125,7 @@ SpecDecodeCall make_call(at::TensorList states, at::IntArrayRef kinds, at::IntAr
   std::memset(&s, 0, sizeof(s));
   s.plan = reinterpret_cast<const i64*>(call.plan.data_ptr<int64_t>());
   s.states = (i64)states.size();
+  s.tables = (i64)tables.size();
   s.table_row_by_slot = by_slot ? 1 : 0;
   s.rows = num_rows;
   s.slots = slots;
