@@ -14,6 +14,14 @@ namespace xsc {
 // Whether [address, address + bytes) runs past 2**64 (bytes >= 0).
 XSC_FN bool range_wraps(u64 address, i64 bytes) { return address + (u64)bytes < address; }
 
+// Units of entry i of a source whose size word is the entry's index: its size takes loads and arithmetic,
+// so the span is worked out whole.
+template <class Source>
+XSC_FN i64 units_of_entry(const Source& src, i64 i) {
+  const Span s = src.span(i);
+  return units_of(s.rows, s.row_bytes);
+}
+
 // Entries given as tables of addresses and byte counts (the batch_memcpy op).
 struct PointerTableSource {
   const u64* src;
@@ -79,10 +87,7 @@ struct StatePlanSource {
   // A size takes loads and a division here, so the word is the entry's index and nothing is read ahead
   // (see PointerTableSource::size_word).
   XSC_FN i64 size_word(i64 i) const { return i; }
-  XSC_FN i64 units_of_word(i64 i) const {
-    const Span s = span(i);
-    return units_of(s.rows, s.row_bytes);
-  }
+  XSC_FN i64 units_of_word(i64 i) const { return units_of_entry(*this, i); }
   XSC_FN i64 id(const void* table, i64 r) const {
     return ids_are_64bit ? ((const i64*)table)[r] : (i64)((const int*)table)[r];
   }

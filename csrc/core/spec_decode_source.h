@@ -91,10 +91,7 @@ struct SpecDecodeSource {
   XSC_FN void prefetch(const G&, i64) const {}
   // A span takes loads and a division, so the word is the entry's index (see StatePlanSource).
   XSC_FN i64 size_word(i64 i) const { return i; }
-  XSC_FN i64 units_of_word(i64 i) const {
-    const Span s = span(i);
-    return units_of(s.rows, s.row_bytes);
-  }
+  XSC_FN i64 units_of_word(i64 i) const { return units_of_entry(*this, i); }
 
   XSC_FN SpecDecision decide(i64 row) const {
     SpecDecision d{-1, 0, 0, 0, false, false};
@@ -228,10 +225,7 @@ struct SpecDecodeRecordSource {
   template <class G>
   XSC_FN void prefetch(const G&, i64) const {}
   XSC_FN i64 size_word(i64 i) const { return i; }
-  XSC_FN i64 units_of_word(i64 i) const {
-    const Span s = span(i);
-    return units_of(s.rows, s.row_bytes);
-  }
+  XSC_FN i64 units_of_word(i64 i) const { return units_of_entry(*this, i); }
   XSC_FN Span span(i64 i) const {
     const i64 r = (i64)quotient((u64)i, (u64)source.states), j = i - r * source.states;
     const i64* p = source.plan + j * kSpecStateFields;
