@@ -269,7 +269,7 @@ XSC_FN void sg_copy_shifted(G& g, u64 src, u64 dst, int count, bool ordered) {
 // A range copied with 16-byte stores: bytes up to the destination's first 16-byte boundary, whole words,
 // then the last bytes. The words are loaded aligned too: directly when source and destination agree mod 16,
 // else through sg_copy_shifted. (Until 2026-12 a mismatch fell back to the widest common width, down to one
-// byte per access: 0.26 of the roofline for odd offsets on an H200, see docs/performance.md.)
+// byte per access: 0.26 of the roofline for odd offsets on an H200, see docs/bench-history.md.)
 template <bool Streaming = false, class G>
 XSC_FN void sg_copy_aligned(G& g, u64 src, u64 dst, int len, bool ordered) {
   int head = (int)((16 - (int)(dst & 15u)) & 15);
