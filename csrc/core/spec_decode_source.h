@@ -189,6 +189,10 @@ struct SpecDecodeSource {
     return span_of(p, record(decide(r), r, t));
   }
 
+  // Whether a work-group can keep this launch's rows x tables records (kSpecMaxRecords): the launchers pick
+  // the kernel build that reads them by it.
+  XSC_FN bool records_fit() const { return rows * tables <= kSpecMaxRecords; }
+
   // Records of rows x tables, entries first, first + step, ... of `out` (a work-group's local memory).
   XSC_FN void fill_records(i64 first, i64 step, SpecRowRecord* out) const {
     const i64* table_fields = plan + states * kSpecStateFields;

@@ -65,7 +65,7 @@ using OptTensor = c10::optional<at::Tensor>;
 void launch_spec_decode(const at::Tensor& first_state, const xsc::SpecDecodeCall& call) {
   if (call.source.count() == 0) return;
   const int device = first_state.device().index();
-  if (call.source.rows * call.source.tables <= xsc::kSpecMaxRecords) {
+  if (call.source.records_fit()) {
     launch_build(xsc_cuda::spec_decode_kernel<false>, xsc_cuda::spec_decode_kernel<true>, device,
                  call.source.count(), call.source, call.counts_out, call.copy_rest ? 1 : 0);
   } else {  // more rows than a block's records hold: the tile build that reads every span from global memory

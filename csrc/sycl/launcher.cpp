@@ -123,8 +123,7 @@ sycl::event launch_spec_decode(sycl::queue& queue, const xsc::SpecDecodeSource& 
                                bool copy_rest) {
   if (source.rows == 0 || source.states == 0) return sycl::event();
   const CachedKernels k = prepared_for(queue);
-  const bool records_fit = source.rows * source.tables <= xsc::kSpecMaxRecords;
-  const Launchable kernel = records_fit ? k.spec_decode.for_batch(source.count()) : k.spec_decode_global;
+  const Launchable kernel = source.records_fit() ? k.spec_decode.for_batch(source.count()) : k.spec_decode_global;
   return launch(queue, kernel, source, counts_out, copy_rest ? 1 : 0);
 }
 
