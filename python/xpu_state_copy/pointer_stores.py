@@ -52,7 +52,8 @@ def _is_raw_address(node, raw_names) -> bool:
     return False
 
 
-def _self_attribute(node) -> Optional[str]:
+def self_attribute(node) -> Optional[str]:
+    """"x" for the expression ``self.x``, else None."""
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
         return node.attr
     return None
@@ -96,7 +97,7 @@ class _StoreFinder(ast.NodeVisitor):
             elif isinstance(target, ast.Subscript) and raw:
                 self.stores.append(PointerStore(
                     function=".".join(self.scope) or "<module>", table=ast.unparse(target.value),
-                    self_attribute=_self_attribute(target.value), filename=self.filename,
+                    self_attribute=self_attribute(target.value), filename=self.filename,
                     line=line + self.line_offset))
 
     def visit_Assign(self, node):

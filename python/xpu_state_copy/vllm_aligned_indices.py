@@ -18,9 +18,8 @@ import ast
 import functools
 import inspect
 import operator
-from typing import Optional
 
-from .pointer_stores import source_tree
+from .pointer_stores import self_attribute, source_tree
 
 METHOD = "compute_aligned_state_indices"
 KERNEL = "get_aligned_state_indices_multi_group_kernel"
@@ -39,12 +38,6 @@ _KERNEL_RULES = ("tl.maximum((seq_lens - 1) // CACHE_BLOCK_SIZE, 0)",
 TABLE_ARGUMENTS = ("aligned_index_block_tables", "block_tables")
 _MARK = "__xpu_state_copy_patch__"
 SERVES = "__xpu_state_copy_aligned_table__"  # on the context class: the address table whose tables we read
-
-
-def _self_attribute(node) -> Optional[str]:
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
-        return node.attr
-    return None
 
 
 def inspect_aligned_indices(module, context):
@@ -73,7 +66,7 @@ def inspect_aligned_indices(module, context):
             launch = node
     if launch is None or len(launch.args) < 4:
         return None, [f"{context.__name__}.{METHOD} does not launch {KERNEL} as expected"]
-    table, output, stride = (_self_attribute(a) for a in (launch.args[0], launch.args[2], launch.args[3]))
+    table, output, stride = (self_attribute(a) for a in (launch.args[0], launch.args[2], launch.args[3]))
     fields = getattr(context, "__annotations__", {})
     if table not in fields or output != OUTPUT or stride != "block_table_stride_req" or OUTPUT not in fields:
         return None, [f"{context.__name__}.{METHOD} launches {KERNEL} with {table}, {output}, {stride}"]
