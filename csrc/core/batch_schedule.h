@@ -40,20 +40,23 @@ XSC_FN SubgroupShare share_of(const G& g, u64 group_first, u64 tile_units) {
 }
 
 // Piece k (< count) of a share as a job.
-template <class Source>
-XSC_FN Job share_job(const Source& src, const TileEnds& ends, i64 last, i64 base, const SubgroupShare& sh,
-                     u64 groups, u64 k, u64 skipped) {
-  if (k < sh.whole) return job_at(src, ends, last, base, sh.first + k * sh.stride, skipped);
+template <class G, class Source>
+XSC_FN Job share_job(const G& g, const Source& src, const TileEnds& ends, i64 last, i64 base,
+                     const SubgroupShare& sh, u64 groups, u64 k, u64 skipped) {
+  if (k < sh.whole) return job_at(g, src, ends, last, base, sh.first + k * sh.stride, skipped);
   const u64 t = k - sh.whole;  // 0 or 1: the tail pieces
   const int lo = t == 0 ? (int)sh.part_lo : 0;
   const int hi = t == 0 ? (int)sh.part_hi : (int)sh.part_hi - kTailParts;  // parts_of stops at the unit's end
-  return parts_of(job_at(src, ends, last, base, sh.tail_unit + t * groups, skipped), lo, hi, kTailParts);
+  return parts_of(job_at(g, src, ends, last, base, sh.tail_unit + t * groups, skipped), lo, hi, kTailParts);
 }
 
 // The first-unit pass copies with streaming hints (load_word): its thousands of small entries are each read
 // and written once, and on an H200 the hints gave `tiny` 2 - 2.5 % there. Everywhere else they lost
 // (docs/tuning-rounds-4-7.md, "Sixth round"), so the tile loop and the small-batch schedule copy plainly.
 constexpr bool kStreamFirstUnits = true;
+#ifndef XSC_FIRST_UNITS_DIV
+#define XSC_FIRST_UNITS_DIV 1
+#endif
 
 // Unit 0 of entries w, w + subgroups, ... (w: the calling sub-group's index in the grid), straight from the
 // tables: no scan needed. Used when entries outnumber sub-groups, so that every sub-group starts copying one
@@ -64,7 +67,14 @@ template <class G, class Source>
 XSC_FN void copy_first_units(G& g, const Source& src, i64 n, i64 at, i64 (&words)[kItems]) {
   const i64 subgroups = g.num_groups() * g.num_sgs();
   const i64 w = g.group_id() * g.num_sgs() + g.sg_id();
-  Job job = job_of(src.span(w), w, 0);
+  Job job = {0, 0, 0};
+  if (w < n) {
+    job = job_of(src.span(w), w, 0);
+  } else {  // no entry to copy from: only the vote's words to read
+#pragma unroll
+    for (int k = 0; k < kItems; ++k)
+      if (at + k < n) words[k] = src.size_word(at + k);
+  }
   for (i64 e = w; e < n; e += subgroups) {
     Job next = {0, 0, 0};
     if (e + subgroups < n) {
@@ -92,7 +102,8 @@ XSC_FN void run_tiles(G& g, const Source& src, i64 n) {
   const i64 groups = g.num_groups();
   const i64 tile = g.local_size() * kItems;
   const TileEnds ends = {g.scratch(), g.local_size()};
-  const u64 skipped = n >= groups * g.num_sgs() ? 1 : 0;  // units at the start of each entry copied first
+  // units at the start of each entry copied first
+  const u64 skipped = n * XSC_FIRST_UNITS_DIV >= groups * g.num_sgs() ? 1 : 0;
   i64 from = 0;  // the first tile that may have units left
   if (skipped) {
     // After the first-unit pass a tile often has nothing left (4096 entries of 4 KiB). One group vote says
@@ -139,11 +150,11 @@ XSC_FN void run_tiles(G& g, const Source& src, i64 n) {
     const i64 me = g.group_id();
     const SubgroupShare sh = share_of(g, (u64)(me >= skew ? me - skew : me + groups - skew), tile_units);
     Job job = {0, 0, 0};
-    if (sh.count > 0) job = share_job(src, ends, last, base, sh, (u64)groups, 0, skipped);
+    if (sh.count > 0) job = share_job(g, src, ends, last, base, sh, (u64)groups, 0, skipped);
     XSC_MARK(kMarkFirstJob, job.src);
     for (u64 k = 0; k < sh.count; ++k) {
       Job next = {0, 0, 0};
-      if (k + 1 < sh.count) next = share_job(src, ends, last, base, sh, (u64)groups, k + 1, skipped);
+      if (k + 1 < sh.count) next = share_job(g, src, ends, last, base, sh, (u64)groups, k + 1, skipped);
       run_job(g, src, job);
       XSC_MARK(kMarkUnitDone, 0);
       job = next;

@@ -47,12 +47,13 @@ struct SmallPiece {
   UnitPlace at;
   int lo, hi;
 };
-XSC_FN SmallPiece small_piece(const TileEnds& ends, i64 last, u64 skipped, u64 h, u64 end, u64* next) {
+template <class G>
+XSC_FN SmallPiece small_piece(const G& g, const TileEnds& ends, i64 last, u64 skipped, u64 h, u64 end, u64* next) {
   const u64 unit = h / kSmallParts;
   const u64 lo = h - unit * kSmallParts;
   const u64 hi = end - h < kSmallParts - lo ? lo + (end - h) : kSmallParts;
   *next = h + (hi - lo);
-  return SmallPiece{place_of(ends, last, unit, skipped), (int)lo, (int)hi};
+  return SmallPiece{place_of(g, ends, last, unit, skipped), (int)lo, (int)hi};
 }
 
 XSC_FN Job small_job(const Span& s, const SmallPiece& p) {
@@ -127,14 +128,14 @@ XSC_FN void run_small_batch(G& g, const Source& src, i64 n) {
   // that copy, so neither the search nor the read holds the copy up.
   u64 h_next = h;
   SmallPiece piece = {{0, 0}, 0, 0};
-  if (h < stop) piece = small_piece(ends, last, (u64)per_entry, h, stop, &h_next);
+  if (h < stop) piece = small_piece(g, ends, last, (u64)per_entry, h, stop, &h_next);
   Span span = src.span(piece.at.entry);
   XSC_MARK(kMarkFirstJob, span.src);
   while (h < stop) {
     const Job job = small_job(span, piece);
     h = h_next;
     if (h < stop) {
-      piece = small_piece(ends, last, (u64)per_entry, h, stop, &h_next);
+      piece = small_piece(g, ends, last, (u64)per_entry, h, stop, &h_next);
       span = src.span(piece.at.entry);
     }
     run_job(g, src, job);

@@ -59,6 +59,8 @@ struct CudaGroup {
   __device__ void sg_barrier() const { __syncwarp(); }
   // v of lane `from` of the warp; every lane calls it together.
   __device__ xsc::u64 sg_shuffle(xsc::u64 v, int from) const { return __shfl_sync(0xffffffffu, v, from); }
+  // How many lanes of the warp hold p; every lane calls it together.
+  __device__ xsc::i64 sg_count(bool p) const { return __popc(__ballot_sync(0xffffffffu, p)); }
   // Whether p holds for any work-item of the group: a group function, reached by every work-item.
   __device__ bool any(bool p) const { return __syncthreads_or(p) != 0; }
   __device__ xsc::u64* scratch() const { return table; }
