@@ -54,9 +54,6 @@ XSC_FN Job share_job(const G& g, const Source& src, const TileEnds& ends, i64 la
 // and written once, and on an H200 the hints gave `tiny` 2 - 2.5 % there. Everywhere else they lost
 // (docs/tuning-rounds-4-7.md, "Sixth round"), so the tile loop and the small-batch schedule copy plainly.
 constexpr bool kStreamFirstUnits = true;
-#ifndef XSC_FIRST_UNITS_DIV
-#define XSC_FIRST_UNITS_DIV 1
-#endif
 
 // Unit 0 of entries w, w + subgroups, ... (w: the calling sub-group's index in the grid), straight from the
 // tables: no scan needed. Used when entries outnumber sub-groups, so that every sub-group starts copying one
@@ -102,8 +99,7 @@ XSC_FN void run_tiles(G& g, const Source& src, i64 n) {
   const i64 groups = g.num_groups();
   const i64 tile = g.local_size() * kItems;
   const TileEnds ends = {g.scratch(), g.local_size()};
-  // units at the start of each entry copied first
-  const u64 skipped = n * XSC_FIRST_UNITS_DIV >= groups * g.num_sgs() ? 1 : 0;
+  const u64 skipped = n >= groups * g.num_sgs() ? 1 : 0;  // units at the start of each entry copied first
   i64 from = 0;  // the first tile that may have units left
   if (skipped) {
     // After the first-unit pass a tile often has nothing left (4096 entries of 4 KiB). One group vote says

@@ -191,7 +191,7 @@ struct SpecDecodeSource {
 
   // Whether a work-group can keep this launch's rows x tables records (kSpecMaxRecords): the launchers pick
   // the kernel build that reads them by it.
-  XSC_FN bool records_fit() const { return rows * tables <= kSpecMaxRecords; }
+  XSC_HOST_FN bool records_fit() const { return rows * tables <= kSpecMaxRecords; }
 
   // Records of rows x tables, entries first, first + step, ... of `out` (a work-group's local memory).
   XSC_FN void fill_records(i64 first, i64 step, SpecRowRecord* out) const {
