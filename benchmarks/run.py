@@ -33,8 +33,8 @@ def add_arguments(parser):
     parser.add_argument("--requests", type=int, default=1, help="requests per --spec workload")
     parser.add_argument("--methods", help="comma-separated subset of: copy_states (states "
                                           "workloads only), ours, copy_, foreach_copy_, "
-                                          "triton_bytewise, triton_tiled, triton_fused "
-                                          "(spec_decode only)")
+                                          "triton_bytewise, triton_tiled, tables and "
+                                          "triton_fused (spec_decode only)")
     parser.add_argument("--triton", choices=("auto", "on", "off"), default="auto",
                         help="Triton peers: auto = on GPUs when Triton imports; on the CPU "
                              "only with TRITON_INTERPRET=1 (slow, for testing)")

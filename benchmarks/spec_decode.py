@@ -12,10 +12,11 @@ from dataclasses import dataclass, replace
 import torch
 
 from . import triton_spec_decode
-from .peers import ROOFLINE, Roofline, random_bytes
+from .peers import ROOFLINE, Roofline, random_bytes, size_table
 from .workloads import CONV_TOKENS, KiB, MiB, format_bytes
 
 OURS = "ours"
+TABLES = "tables"  # batch_memcpy over the spans that move, tables built on the host
 TRITON_FUSED = "triton_fused"
 COLUMNS = 6  # block-table columns a request uses: destination m - 1, sources m .. m + 2 (m <= 3)
 
@@ -148,6 +149,42 @@ def _ours(op, b):
         b.computed, out, num_scheduled=b.scheduled, num_draft=b.drafts) for t, out in zip(b.tables, b.outs)]
 
 
+def _tables(op, b):
+    """batch_memcpy over exactly the spans the step moves, in the op's entry order (per request: conv
+    states, then temporal), from address tables worked out on the host: what deciding on the device costs
+    against the same bytes."""
+    wl = b.wl
+    token = wl.conv_bytes // CONV_TOKENS
+    per_set = len(b.copies) // len(b.tables)
+    calls = []
+    for k in range(len(b.tables)):
+        srcs, dsts = [], []
+        for conv_src, whole_src, dst, bias in b.copies[k * per_set:(k + 1) * per_set]:
+            srcs += [b.conv[i, conv_src, bias * token:] for i in range(wl.layers)]
+            dsts += [b.conv[i, dst, :wl.conv_bytes - bias * token] for i in range(wl.layers)]
+            srcs += [b.temporal[i, whole_src] for i in range(wl.layers)]
+            dsts += [b.temporal[i, dst] for i in range(wl.layers)]
+        tables = (op.pointer_table(srcs), op.pointer_table(dsts), size_table(srcs, b.device))
+        calls.append(lambda t=tables: op.batch_memcpy(*t))
+    return calls
+
+
+class PoolsOnly:
+    """The check of a method that copies the pools and leaves the counts alone: each poisoning sets the
+    counts to what the step leaves there (every one carried over), so only the pools are judged."""
+
+    def __init__(self, buffers):
+        self.buffers, self.device = buffers, buffers.device
+
+    def poison(self):
+        self.buffers.poison()
+        for out in self.buffers.outs:
+            out.copy_(self.buffers.accepted)
+
+    def check(self):
+        return self.buffers.check()
+
+
 def _triton_fused(b):
     return [triton_spec_decode.fused_postprocess_call(b.states, b.token_bytes, [0] * len(b.states), t,
                                                       b.wl.block_size, b.inputs, out)
@@ -163,15 +200,16 @@ def run_workload(wl, op, op_error, with_triton, wanted, dev, rotations, measure)
     del roof
     buffers = SpecDecodeBuffers(wl, dev, rotations)
     buffers.fill()
-    methods = [(OURS, "ours: mamba_spec_decode_postprocess_", lambda: _ours(op, buffers))]
+    methods = [(OURS, "ours: mamba_spec_decode_postprocess_", lambda: _ours(op, buffers), buffers),
+               (TABLES, "ours: batch_memcpy, the same spans", lambda: _tables(op, buffers), PoolsOnly(buffers))]
     if with_triton:
-        methods.append((TRITON_FUSED, "Triton, vLLM's fused design", lambda: _triton_fused(buffers)))
-    for key, label, build in methods:
+        methods.append((TRITON_FUSED, "Triton, vLLM's fused design", lambda: _triton_fused(buffers), buffers))
+    for key, label, build, target in methods:
         if wanted is not None and key not in wanted:
             continue
-        if key == OURS and op is None:
+        if key in (OURS, TABLES) and op is None:
             result["methods"].append({"key": key, "label": label, "status": "FAILED",
                                       "error": f"import xpu_state_copy failed: {op_error}"})
             continue
-        result["methods"].append(measure(key, label, build(), buffers))
+        result["methods"].append(measure(key, label, build(), target))
     return result
