@@ -154,28 +154,25 @@ struct SpecDecodeSource {
 
   // State j's span for a row whose record is `rec`; an empty span (copying nothing) for a row that copies
   // nothing, a bias that leaves no byte (compared before it is multiplied) or a block id outside the pool.
+  // Every field is read before anything is decided, and nothing returns early: a field read after a test on
+  // the record can only be asked for once the record is in, so each unit's span waited for two or three
+  // trips to the plan, one after the other, instead of one.
   XSC_FN static Span span_of(const i64* p, const SpecRowRecord& rec) {
+    const u64 base = (u64)p[kSpecBase], stride = (u64)p[kSpecBlockStride], row_stride = (u64)p[kSpecRowStride];
+    const i64 blocks = p[kSpecBlocks], rows = p[kSpecRows], row_bytes = p[kSpecRowBytes];
+    const i64 token_bytes = p[kSpecTokenBytes], max_shift = p[kSpecMaxShift];
+    const bool conv = token_bytes != 0;
+    const i64 src_block = conv ? rec.conv_src : rec.whole_src;
+    const bool ok = rec.bias >= 0 && (!conv || rec.bias <= max_shift) && src_block >= 0 && rec.dst >= 0 &&
+                    src_block < blocks && rec.dst < blocks;
+    const i64 shift_bytes = (ok && conv ? rec.bias : 0) * token_bytes;  // below the row's bytes
     Span s;
-    s.rows = 0;
-    s.row_bytes = 0;
-    s.src = s.dst = 0;
-    s.src_stride = s.dst_stride = 0;
-    if (rec.bias < 0) return s;
-    const i64 token_bytes = p[kSpecTokenBytes], blocks = p[kSpecBlocks];
-    i64 src_block = rec.whole_src, shift_bytes = 0;
-    if (token_bytes != 0) {
-      if (rec.bias > p[kSpecMaxShift]) return s;
-      src_block = rec.conv_src;
-      shift_bytes = rec.bias * token_bytes;  // below the row's bytes
-    }
-    if (src_block < 0 || rec.dst < 0 || src_block >= blocks || rec.dst >= blocks) return s;
-    const u64 base = (u64)p[kSpecBase], stride = (u64)p[kSpecBlockStride];
-    s.rows = p[kSpecRows];
-    s.row_bytes = p[kSpecRowBytes] - shift_bytes;
-    s.src_stride = s.dst_stride = (u64)p[kSpecRowStride];
-    s.src = base + (u64)src_block * stride + (u64)shift_bytes;
-    s.dst = base + (u64)rec.dst * stride;
-    if (s.src == s.dst) s.rows = s.row_bytes = 0;  // a copy onto itself
+    s.src = base + (u64)(ok ? src_block : 0) * stride + (u64)shift_bytes;
+    s.dst = base + (u64)(ok ? rec.dst : 0) * stride;
+    s.src_stride = s.dst_stride = row_stride;
+    const bool copies = ok && s.src != s.dst;  // not a copy onto itself
+    s.rows = copies ? rows : 0;
+    s.row_bytes = copies ? row_bytes - shift_bytes : 0;
     return s;
   }
 
