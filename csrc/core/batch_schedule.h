@@ -91,9 +91,8 @@ XSC_FN void copy_first_units(G& g, const Source& src, i64 n, i64 at, i64 (&words
 // group k % groups, so a huge entry is spread over every group, many small ones are dealt out a few per
 // group, and the units copied at one moment lie close together in memory. Per tile of entries, one group
 // scan puts each entry's running unit total in g.scratch() (local_size() * kItems values); each sub-group
-// then takes its share of the group's units (share_of) and finds each unit's entry by binary search there,
-// the next one found before the current one is copied so that the search and the span's read hide behind
-// the copy.
+// then takes its share of the group's units (share_of) and finds each unit's entry there (place_of, all
+// its lanes probing at once), the next one found before the current one is copied.
 template <class G, class Source>
 XSC_FN void run_tiles(G& g, const Source& src, i64 n) {
   const i64 groups = g.num_groups();
