@@ -56,23 +56,24 @@ def test_check_catches_missing_copies_and_wrong_counts():
     assert "num_accepted_out" in _checked([right_pools_wrong_counts], buffers)
 
 
-@pytest.mark.parametrize("device", _devices())
-def test_ours_passes_the_check(device):
+def _op_and_buffers(device):
     op = _real_op()
     if op is None:
-        pytest.fail("xpu_state_copy is not built: the bench's spec-decode method needs the compiled op")
+        pytest.fail("xpu_state_copy is not built: the bench's methods of our own need the compiled op")
     buffers = spec_decode.SpecDecodeBuffers(SMALL, device, rotations=2)
     buffers.fill()
+    return op, buffers
+
+
+@pytest.mark.parametrize("device", _devices())
+def test_ours_passes_the_check(device):
+    op, buffers = _op_and_buffers(device)
     assert _checked(spec_decode._ours(op, buffers), buffers) is None
 
 
 @pytest.mark.parametrize("device", _devices())
 def test_batch_memcpy_of_the_same_spans_passes_the_pools_check(device):
-    op = _real_op()
-    if op is None:
-        pytest.fail("xpu_state_copy is not built: the bench's pointer-table method needs the compiled op")
-    buffers = spec_decode.SpecDecodeBuffers(SMALL, device, rotations=2)
-    buffers.fill()
+    op, buffers = _op_and_buffers(device)
     target = spec_decode.PoolsOnly(buffers)
     calls = spec_decode._tables(op, buffers)
     assert len(calls) == 2
