@@ -1,4 +1,6 @@
-"""The plugin against real vLLM releases (CI: 0.23.0, 0.28.0 and the newest; it covers 0.22.1-newest), on CPU.
+"""The plugin against real vLLM releases (CI: 0.23.0, 0.28.0 and the newest verified; it covers 0.22.1 to
+vllm_envs.NEWEST_VERIFIED), on CPU. A release on the index newer than that is held to the promise for a layout
+the plugin does not know: it warns, naming the release and what it did not recognise, and changes nothing.
 
 Each release runs twice in a subprocess (scenarios.py): plugin off (XPU_STATE_COPY_VLLM=0) and on (=1),
 both times loaded through vLLM's own load_general_plugins() and our installed entry point. A release that
@@ -20,15 +22,29 @@ SCENARIOS = pathlib.Path(__file__).with_name("scenarios.py")
 OVERFLOW = "ValueError: Overflow when unpacking long long"  # the error of the original report
 
 
-def _versions():
+def _release(version):
+    return tuple(int(part) for part in version.split(".")[:2])
+
+
+def _chosen():
     chosen = os.environ.get("XPU_STATE_COPY_VLLM_VERSIONS")
     if chosen:
         return [v.strip() for v in chosen.split(",") if v.strip()]
-    return ["0.23.0", "0.28.0", vllm_envs.newest_vllm()]
+    return ["0.23.0", "0.28.0", vllm_envs.NEWEST_VERIFIED, vllm_envs.newest_vllm()]
 
 
-def _release(version):
-    return tuple(int(part) for part in version.split(".")[:2])
+def _newer(version):
+    return _release(version) > _release(vllm_envs.NEWEST_VERIFIED)
+
+
+def _versions():
+    """The releases every check runs on: those the plugin was verified against."""
+    return list(dict.fromkeys(v for v in _chosen() if not _newer(v)))
+
+
+def _unverified():
+    """Releases newer than the newest verified one (the index's newest, once vLLM moves on)."""
+    return list(dict.fromkeys(v for v in _chosen() if _newer(v)))
 
 
 def _our_entry_point():
@@ -171,7 +187,7 @@ def _own_packages():
     return entries
 
 
-@pytest.mark.parametrize("version", _versions())
+@pytest.mark.parametrize("version", _versions() + _unverified())
 def test_release_environment_brings_every_package_mamba_utils_imports(version, tmp_path):
     """mamba_utils imports with the interpreter's site-packages off (python -S) and only torch, numpy,
     setuptools and their own requirements offered next to the release's environment: so the environment
@@ -186,3 +202,26 @@ def test_release_environment_brings_every_package_mamba_utils_imports(version, t
     except vllm_envs.EnvUnavailable as why:
         _unavailable(f"vLLM {version}: {why}")
     assert done.returncode == 0 and done.stdout.strip().endswith("imported"), done.stderr[-3000:]
+
+
+@pytest.mark.parametrize("version", _unverified())
+def test_plugin_leaves_a_newer_release_alone_and_says_so(version):
+    results = {}
+    for plugin in ("off", "on"):
+        try:
+            done = vllm_envs.run_in_vllm(version, [str(SCENARIOS), plugin, "doctor"])
+        except vllm_envs.EnvUnavailable as why:
+            _unavailable(f"vLLM {version}: {why}")
+        assert done.returncode == 0, f"scenarios ({plugin}) failed on vLLM {version}:\n{done.stderr[-3000:]}"
+        results[plugin] = (json.loads(done.stdout.strip().splitlines()[-1]), done.stdout + done.stderr)
+    for plugin, (result, _) in results.items():
+        assert result["vllm_version"] == version
+        assert "crash" not in result["doctor"], f"doctor crashed with the plugin {plugin}: {result['doctor']}"
+    on, output = results["on"]
+    if on["planned"]:  # recognised after all: then it is time to verify it and raise NEWEST_VERIFIED
+        pytest.fail(f"the plugin would change vLLM {version} ({on['planned']}), which no test here verifies; "
+                    f"run the release tests on it and raise vllm_envs.NEWEST_VERIFIED")
+    assert on["patched"] == [] and on["reapplied"] == []
+    warned = [line for line in output.splitlines() if "xpu_state_copy" in line and version in line
+              and "not recognise" in line]
+    assert warned, f"no warning that the plugin does not recognise vLLM {version}:\n{output[-3000:]}"

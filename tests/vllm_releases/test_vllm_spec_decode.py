@@ -1,5 +1,5 @@
 """vLLM's fused spec-decode copies (its Triton kernels, interpreted on CPU) against the plugin's (our ops),
-on real releases (CI: 0.23.0, 0.28.0 and the newest; XPU_STATE_COPY_VLLM_VERSIONS overrides), random
+on real releases (CI: 0.23.0, 0.28.0 and the newest verified; XPU_STATE_COPY_VLLM_VERSIONS overrides), random
 scenarios, copies of the same pools: pools and accepted-token counts must be byte-identical, and with the
 plugin active no Triton kernel of mamba_utils may launch along that path. The same for
 compute_aligned_state_indices (0.29+): vLLM's kernel and our gathers fill byte-identical index buffers."""
