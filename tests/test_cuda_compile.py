@@ -9,19 +9,17 @@ host and device code, and g++ type-checks the C++ units as a CUDA build compiles
 source list comes from setup.py's module_sources(). Not checked: linking against libc10_cuda and
 libtorch_cuda, and running (scripts/device_cuda.sh builds, tests and benches on a GPU).
 """
-import concurrent.futures
 import functools
 import os
 import pathlib
 import shutil
-import subprocess
 import sysconfig
 
 import pytest
 import torch
 from torch.utils import cpp_extension
 
-from test_xpu_compile import ROOT, build_script, cxx_standard
+from test_xpu_compile import ROOT, build_script, cxx_standard, run_in_parallel
 
 CHECK_DIR = ROOT / "build" / "cuda-compile-check"
 STAND_IN = ("// Stand-in for the header CUDA builds of torch generate; used only to compile-check CUDA code.\n"
@@ -61,15 +59,7 @@ def results():
     stand_in = CHECK_DIR / "include" / "c10" / "cuda" / "impl" / "cuda_cmake_macros.h"
     stand_in.parent.mkdir(parents=True, exist_ok=True)
     stand_in.write_text(STAND_IN)
-    commands = {source: command(source, macros, nvcc) for source, macros in units()}
-
-    def compile_one(item):
-        source, args = item
-        done = subprocess.run(args, capture_output=True, text=True, cwd=ROOT)
-        return source, (args, done.returncode, done.stdout + done.stderr)
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        return dict(pool.map(compile_one, commands.items()))
+    return run_in_parallel({source: command(source, macros, nvcc) for source, macros in units()})
 
 
 def test_the_check_covers_the_cuda_twin():

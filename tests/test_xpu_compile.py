@@ -111,13 +111,18 @@ def results():
     # and CPython 3.11's parser is not safe to run in two threads at once (seen: SystemError).
     commands = {(config, source): command(source, macros, sycl_prefix) for config, source, macros in units()}
 
-    def check(item):
+    return run_in_parallel(commands)
+
+
+def run_in_parallel(commands):
+    """{key: command line} -> {key: (command line, exit code, output)}, run from the repository root."""
+    def run(item):
         key, args = item
         done = subprocess.run(args, capture_output=True, text=True, cwd=ROOT)
         return key, (args, done.returncode, done.stdout + done.stderr)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        return dict(pool.map(check, commands.items()))
+        return dict(pool.map(run, commands.items()))
 
 
 def test_the_check_covers_every_xpu_host_unit():
