@@ -12,7 +12,7 @@ import textwrap
 import pytest
 import torch
 
-from xpu_state_copy import as_unsigned, pointer_table, vllm_plugin
+from xpu_state_copy import as_unsigned, import_hook, pointer_table, vllm_plugin
 from xpu_state_copy.vllm_compat import MAMBA_UTILS, inspect_mamba_utils
 
 UNSAFE = '''
@@ -164,7 +164,7 @@ def test_register_patches_mamba_utils_when_it_is_imported_later(tmp_path, monkey
         monkeypatch.delitem(sys.modules, name)
     vllm_plugin.register()
     vllm_plugin.register()  # vLLM may load plugins more than once: one hook only
-    assert sum(isinstance(f, vllm_plugin._PatchWhenImported) for f in sys.meta_path) == 1
+    assert sum(isinstance(f, import_hook.AfterImport) for f in sys.meta_path) == 1
     try:
         module = importlib.import_module(MAMBA_UTILS)
         assert getattr(module.batch_memcpy, "__xpu_state_copy_patch__", False)

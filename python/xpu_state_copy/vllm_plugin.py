@@ -20,20 +20,20 @@ and then, after reading that module's source (see vllm_compat):
 Nothing of vLLM's code is replaced beyond those attributes; a layout it does not recognise is left alone.
 """
 import functools
-import importlib.abc
 import inspect
 import logging
 import os
 import sys
 import weakref
 
-from . import validate
+from . import import_hook, validate
 from .pointers import as_signed
 from .vllm_compat import MAMBA_UTILS, inspect_mamba_utils
 from .vllm_aligned_indices import METHOD as ALIGNED_METHOD, replace_aligned_indices
 from .vllm_spec_decode import ensure_recording_initialiser, replace_fused_copies
 
 ENV_SWITCH = "XPU_STATE_COPY_VLLM"
+VERIFIED = ("0.22.1", "0.33.0")  # the oldest and newest releases the release tests verified
 # A child of vLLM's "vllm" logger, so the line comes out through vLLM's own handler and format.
 logger = logging.getLogger("vllm.xpu_state_copy")
 
@@ -225,7 +225,8 @@ def patch_mamba_utils(module):
         layout = inspect_mamba_utils(module)
         if layout.unrecognised:
             logger.warning("xpu_state_copy: vLLM %s has a mamba_utils layout this plugin does not recognise "
-                           "(%s); patched nothing", layout.version, "; ".join(layout.unrecognised))
+                           "(%s); patched nothing, vLLM's own kernels run (verified on vLLM %s - %s)",
+                           layout.version, "; ".join(layout.unrecognised), *VERIFIED)
             return []
         if layout.uncovered_pointer_stores:
             logger.warning("xpu_state_copy: vLLM %s stores raw data_ptr() values into tables this plugin does "
@@ -257,41 +258,6 @@ def patch_mamba_utils(module):
         return []
 
 
-class _LoaderThenPatch(importlib.abc.Loader):
-    """The module's own loader, followed by the patch once the module body has run."""
-
-    def __init__(self, loader, after_exec):
-        self._loader, self._after_exec = loader, after_exec
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        self._loader.exec_module(module)
-        self._after_exec(module)
-
-    def __getattr__(self, name):  # get_source, get_filename, ... stay the original loader's
-        return getattr(self._loader, name)
-
-
-class _PatchWhenImported(importlib.abc.MetaPathFinder):
-    """Patches mamba_utils when something imports it, so register() itself imports nothing heavy."""
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != MAMBA_UTILS:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                spec.loader = _LoaderThenPatch(spec.loader, patch_mamba_utils)
-                return spec
-            if spec is not None:
-                return None
-        return None
-
-
 def register():
     """Entry point of ``vllm.general_plugins``. Never raises: a failure is one warning and no patch."""
     try:
@@ -301,8 +267,8 @@ def register():
             return
         if MAMBA_UTILS in sys.modules:
             patch_mamba_utils(sys.modules[MAMBA_UTILS])
-        elif not any(isinstance(finder, _PatchWhenImported) for finder in sys.meta_path):
-            sys.meta_path.insert(0, _PatchWhenImported())
+        else:
+            import_hook.install(MAMBA_UTILS, patch_mamba_utils)
     except Exception as error:
         logger.warning("xpu_state_copy: plugin registration failed (%s: %s); vLLM runs unpatched",
                        type(error).__name__, error)

@@ -225,3 +225,5 @@ def test_plugin_leaves_a_newer_release_alone_and_says_so(version):
     warned = [line for line in output.splitlines() if "xpu_state_copy" in line and version in line
               and "not recognise" in line]
     assert warned, f"no warning that the plugin does not recognise vLLM {version}:\n{output[-3000:]}"
+    # It names the releases it was verified on: the same newest one as these tests.
+    assert any(f" - {vllm_envs.NEWEST_VERIFIED})" in line for line in warned), warned

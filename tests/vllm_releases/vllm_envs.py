@@ -37,8 +37,9 @@ DEPENDENCIES = (
     "tokenizers==0.23.3 tqdm==4.70.1 transformers==5.20.2 triton==3.8.0 truststore==0.10.5 "
     "typing_inspection==0.4.5 urllib3==2.8.0 uvloop==0.23.0 xgrammar==0.2.8 yarl==1.25.1"
 ).split()
-# The newest release the plugin was verified against (every check of the release tests). A newer one is
-# held to what the plugin promises for a layout it does not know: it warns and changes nothing.
+# The newest release the plugin was verified against (every check of the release tests; the plugin's warning
+# on a layout it does not know names the same range). A newer one is held to what the plugin promises for
+# such a layout: it warns and changes nothing.
 NEWEST_VERIFIED = "0.33.0"
 INSTALL_TIMEOUT_S = 900
 
