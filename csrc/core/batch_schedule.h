@@ -64,14 +64,7 @@ template <class G, class Source>
 XSC_FN void copy_first_units(G& g, const Source& src, i64 n, i64 at, i64 (&words)[kItems]) {
   const i64 subgroups = g.num_groups() * g.num_sgs();
   const i64 w = g.group_id() * g.num_sgs() + g.sg_id();
-  Job job = {0, 0, 0};
-  if (w < n) {
-    job = job_of(src.span(w), w, 0);
-  } else {  // no entry to copy from: only the vote's words to read
-#pragma unroll
-    for (int k = 0; k < kItems; ++k)
-      if (at + k < n) words[k] = src.size_word(at + k);
-  }
+  Job job = job_of(src.span(w), w, 0);
   for (i64 e = w; e < n; e += subgroups) {
     Job next = {0, 0, 0};
     if (e + subgroups < n) {

@@ -125,7 +125,8 @@ XSC_FN void run_small_batch(G& g, const Source& src, i64 n) {
   if (stop > parts) stop = parts;
   const i64 last = n - 1;
   // Each piece is found, and its span asked for, one copy ahead; its job is worked out from the span after
-  // that copy, so neither the search nor the read holds the copy up.
+  // that copy. The sub-group issues in order, so the search (in local memory) still comes before the copy's
+  // first load; the span's loads are in flight during the copy.
   u64 h_next = h;
   SmallPiece piece = {{0, 0}, 0, 0};
   if (h < stop) piece = small_piece(g, ends, last, (u64)per_entry, h, stop, &h_next);
