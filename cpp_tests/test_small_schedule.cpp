@@ -60,7 +60,6 @@ struct HostLane {
     *total = all;
     return before;
   }
-  i64 sg_count(bool p) const { return sg_sum(p ? 1 : 0); }
   i64 sg_sum(i64 v) const {
     i64 total = 0;
     sg_exclusive_scan(v, &total);

@@ -119,6 +119,30 @@ XSC_FN Job job_at(const G& g, const Source& src, const TileEnds& ends, i64 last,
   return job_of(src.span(base + at.entry), base + at.entry, at.unit);
 }
 
+// The same place found by one work-item on its own, by a binary search: the small-batch schedule has each
+// lane of a sub-group find a different piece of its run at once, so the whole run is found before its first
+// copy. (The tile schedule tried the same and lost 1 - 1.5 % on step16 and states16, H200: see
+// docs/performance.md; its sub-groups find each unit as they go.)
+XSC_FN UnitPlace place_of_item(const TileEnds& ends, i64 last, u64 r, u64 skipped) {
+  i64 lo = 0, hi = last;  // the entry is one of lo..hi
+  while (lo < hi) {
+    const i64 mid = lo + (hi - lo) / 2;
+    if (ends[mid] <= r) lo = mid + 1;
+    else hi = mid;
+  }
+  return UnitPlace{lo, r - (lo > 0 ? ends[lo - 1] : 0) + skipped};
+}
+
+// Piece `j` of the pieces the lanes of the sub-group hold one each (`mine`): every lane calls it together.
+template <class G>
+XSC_FN Job lane_job(const G& g, const Job& mine, int j) {
+  Job job;
+  job.src = g.sg_shuffle(mine.src, j);
+  job.dst = g.sg_shuffle(mine.dst, j);
+  job.len = (int)(i64)g.sg_shuffle((u64)(i64)mine.len, j);
+  return job;
+}
+
 // Parts [lo, hi) of a unit cut in `parts` parts. A general unit (rows, or an overlapping range) is not cut:
 // the sub-group holding its part 0 copies all of it.
 XSC_FN Job parts_of(Job job, int lo, int hi, int parts) {

@@ -144,16 +144,18 @@ inline cudaError_t prepare_small_launch(Kernel kernel, int device, int* blocks) 
   return prepare_launch(kernel, device, blocks, kSmallThreads);
 }
 
-// Each kernel comes in two builds: Small for the batches small_batch.h schedules (it checks again and takes
-// the tile schedule otherwise), the other with the tile schedule alone, so that the registers of neither
-// path are allocated for the other's (the tile path lost 2-3 % on large batches when they shared a kernel).
+// Each kernel comes in two builds: Small for the batches small_batch.h schedules, the other with the tile
+// schedule alone, so that the registers of neither path are allocated for the other's (the tile path lost
+// 2-3 % on large batches when they shared a kernel). The launcher knows the warp size, so it never sends
+// Small a batch the small-batch schedule does not fit (launch_for_batch asks small_batch_fits with the
+// Small grid), and Small carries no tile path (the SYCL kernel does: its launcher asks the sub-group size).
 // SmallUnroll16: the 16-byte loads in flight of the Small build (copy_routine.h); the other keeps kUnroll.
 template <bool Small, int SmallUnroll16, class Source>
 __device__ __forceinline__ void run_kernel_body(Source& source) {
   extern __shared__ xsc::u64 table[];  // table_bytes(blockDim.x), given at launch
   __shared__ xsc::i64 warp_sums[kThreads / kWarp];
   CudaGroup<Small ? SmallUnroll16 : xsc::kUnroll, !Small> g{table, warp_sums};
-  if (Small) xsc::run_batch(g, source);
+  if (Small) xsc::run_small_batch(g, source, source.count());
   else xsc::run_tiles(g, source, source.count());
 }
 
