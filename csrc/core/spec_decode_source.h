@@ -60,6 +60,13 @@ struct SpecRowRecord {
 // before its first copy: a unit's span then waits for no trip to the counts and tables (vLLM batches are
 // at most a few hundred requests). Larger launches compute every span from global memory.
 constexpr i64 kSpecMaxRecords = 512;
+// Plan words (states x kSpecStateFields) a work-group keeps beside them (16 KiB: 157 states, 78 layers of a
+// conv and a temporal state): each unit's span then reads local memory only. From global memory, the plan's
+// lines were a trip to the cache under the copies' traffic before every unit.
+constexpr i64 kSpecMaxPlanWords = 2048;
+// Local memory the records and the plan take in a work-group, beside the schedule's own: the SYCL launcher
+// takes the build that reads global memory on a device with less (the CUDA twin has it everywhere).
+constexpr i64 kSpecLocalBytes = kSpecMaxRecords * (i64)sizeof(SpecRowRecord) + kSpecMaxPlanWords * (i64)sizeof(i64);
 
 enum SpecDecodeMode : int { kSpecPostprocess = 0, kSpecPostprocessPrecomputed = 1, kSpecPrecopy = 2 };
 
@@ -186,17 +193,21 @@ struct SpecDecodeSource {
     return span_of(p, record(decide(r), r, t));
   }
 
-  // Whether a work-group can keep this launch's rows x tables records (kSpecMaxRecords): the launchers pick
-  // the kernel build that reads them by it.
-  XSC_HOST_FN bool records_fit() const { return rows * tables <= kSpecMaxRecords; }
+  // Whether a work-group can keep this launch's rows x tables records and its states' plan (fill_local): the
+  // launchers pick the kernel build that reads them by it.
+  XSC_HOST_FN bool records_fit() const {
+    return rows * tables <= kSpecMaxRecords && states * kSpecStateFields <= kSpecMaxPlanWords;
+  }
 
-  // Records of rows x tables, entries first, first + step, ... of `out` (a work-group's local memory).
-  XSC_FN void fill_records(i64 first, i64 step, SpecRowRecord* out) const {
+  // The records of rows x tables and the states' plan into a work-group's local memory, entries first,
+  // first + step, ... of each (records_fit() holds).
+  XSC_FN void fill_local(i64 first, i64 step, SpecRowRecord* records, i64* plan_words) const {
     const i64* table_fields = plan + states * kSpecStateFields;
     for (i64 k = first; k < rows * tables; k += step) {
       const i64 r = (i64)quotient((u64)k, (u64)tables), t = k - r * tables;
-      out[k] = record(decide(r), r, table_at(table_fields + t * kSpecTableFields));
+      records[k] = record(decide(r), r, table_at(table_fields + t * kSpecTableFields));
     }
+    for (i64 k = first; k < states * kSpecStateFields; k += step) plan_words[k] = plan[k];
   }
 
   // The accepted-token count row `row` leaves in `out`: (slot, value), slot -1 for none. `copy_rest`:
@@ -216,11 +227,12 @@ struct SpecDecodeSource {
   }
 };
 
-// A SpecDecodeSource whose rows' records a work-group worked out into its local memory before its first copy
-// (fill_records, then a group barrier; rows x tables <= kSpecMaxRecords): the kernels' source then.
+// A SpecDecodeSource whose rows' records and plan a work-group worked out into its local memory before its
+// first copy (fill_local, then a group barrier; records_fit()): the kernels' source then.
 struct SpecDecodeRecordSource {
   SpecDecodeSource source;
   const SpecRowRecord* records;  // [rows][tables]
+  const i64* plan;               // the plan's state fields
 
   XSC_FN i64 count() const { return source.count(); }
   template <class G>
@@ -229,7 +241,7 @@ struct SpecDecodeRecordSource {
   XSC_FN i64 units_of_word(i64 i) const { return units_of_entry(*this, i); }
   XSC_FN Span span(i64 i) const {
     const i64 r = (i64)quotient((u64)i, (u64)source.states), j = i - r * source.states;
-    const i64* p = source.plan + j * kSpecStateFields;
+    const i64* p = plan + j * kSpecStateFields;
     return SpecDecodeSource::span_of(p, records[r * source.tables + p[kSpecGroup]]);
   }
 };

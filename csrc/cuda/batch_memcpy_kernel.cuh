@@ -193,9 +193,9 @@ __global__ void __launch_bounds__(kBoundThreads<Small>, kBoundBlocks<Small>) cop
 }
 
 // The spec-decode copies (spec_decode_source.h): the accepted-token counts first, by the threads in turn
-// (no entry reads them), then the copies. With Records (rows x tables <= kSpecMaxRecords, the launcher's
-// choice) each block first works out every row's record into shared memory and copies from those; without,
-// from global memory (a build of its own: with both paths one build spilled 52 bytes).
+// (no entry reads them), then the copies. With Records (records_fit(), the launcher's choice) each block
+// first works out every row's record and copies the plan into shared memory and copies from those;
+// without, from global memory (a build of its own: with both paths one build spilled 52 bytes).
 template <bool Small, bool Records = true>
 __global__ void __launch_bounds__(kBoundThreads<Small>, kBoundBlocks<Small>) spec_decode_kernel(
     xsc::SpecDecodeSource source, int* counts_out, int copy_rest) {
@@ -210,9 +210,10 @@ __global__ void __launch_bounds__(kBoundThreads<Small>, kBoundBlocks<Small>) spe
   }
   if constexpr (Records) {
     __shared__ xsc::SpecRowRecord records[xsc::kSpecMaxRecords];
-    source.fill_records(threadIdx.x, blockDim.x, records);
+    __shared__ xsc::i64 plan[xsc::kSpecMaxPlanWords];
+    source.fill_local(threadIdx.x, blockDim.x, records, plan);
     __syncthreads();
-    xsc::SpecDecodeRecordSource from_records{source, records};
+    xsc::SpecDecodeRecordSource from_records{source, records, plan};
     run_kernel_body<Small, xsc::kStatesSmallUnroll16>(from_records);
   } else {
     run_kernel_body<Small, xsc::kStatesSmallUnroll16>(source);

@@ -34,6 +34,7 @@ struct CachedKernels {
   KernelPair copy_states;
   KernelPair spec_decode;
   Launchable spec_decode_global;
+  bool spec_local_fits;  // the device's local memory holds the records builds' arrays
 };
 
 std::mutex& cache_mutex() {
@@ -76,6 +77,14 @@ KernelPair kernel_pair(const sycl::device& device, const sycl::kernel& tiles, co
   return p;
 }
 
+// Whether the spec-decode records builds fit the device's local memory: their records and plan
+// (kSpecLocalBytes) beside the tile table that every build holds (batch_copy_kernel.sycl: 512 work-items x
+// kItems running totals).
+bool spec_local_fits(const sycl::device& device) {
+  const uint64_t table_bytes = 512 * xsc::kItems * sizeof(xsc::u64);
+  return device.get_info<sycl::info::device::local_mem_size>() >= table_bytes + (uint64_t)xsc::kSpecLocalBytes;
+}
+
 // The queue's kernels, compiled (sycl-jit) or looked up (sycl-aot) at most once per context and device.
 CachedKernels prepared_for(const sycl::queue& queue) {
   const sycl::context context = queue.get_context();
@@ -88,7 +97,7 @@ CachedKernels prepared_for(const sycl::queue& queue) {
   cache().push_back(CachedKernels{context, device, kernel_pair(device, k.batch_memcpy, k.batch_memcpy_small),
                                   kernel_pair(device, k.copy_states, k.copy_states_small),
                                   kernel_pair(device, k.spec_decode, k.spec_decode_small),
-                                  launchable(device, k.spec_decode_global)});
+                                  launchable(device, k.spec_decode_global), spec_local_fits(device)});
   return cache().back();
 }
 
@@ -123,7 +132,8 @@ sycl::event launch_spec_decode(sycl::queue& queue, const xsc::SpecDecodeSource& 
                                bool copy_rest) {
   if (source.rows == 0 || source.states == 0) return sycl::event();
   const CachedKernels k = prepared_for(queue);
-  const Launchable kernel = source.records_fit() ? k.spec_decode.for_batch(source.count()) : k.spec_decode_global;
+  const bool local = k.spec_local_fits && source.records_fit();
+  const Launchable kernel = local ? k.spec_decode.for_batch(source.count()) : k.spec_decode_global;
   return launch(queue, kernel, source, counts_out, copy_rest ? 1 : 0);
 }
 
