@@ -2,7 +2,8 @@
 
 vLLM's ``vllm.v1.worker.mamba_utils`` moved a lot between releases. Rather than trusting a version table,
 the plugin reads the module's own source to find:
-  * the module-level ``batch_memcpy(src_ptrs, dst_ptrs, sizes)`` that ``do_mamba_copy_block`` calls;
+  * the module-level ``batch_memcpy(src_ptrs, dst_ptrs, sizes)`` that ``do_mamba_copy_block`` calls
+    (0.22.1-0.33.0; from 0.34.0 that whole V1 copy path is gone, and then there is nothing to route);
   * in ``MambaSpecDecodeGPUContext``, the method that stores ``x.data_ptr()`` straight into an int64 table
     (``self.<table>[i] = x.data_ptr()``: 0.22.1-0.28.0); an XPU address (bit 63 set) overflows there;
   * whether ``MambaCopyBuffers.create`` asks for int64 pointer tables (0.22.1-0.23.0), whose numpy view
@@ -34,6 +35,10 @@ COPY_META_FILLER = "collect_mamba_copy_meta"
 _INT64_COPY_TABLE = re.compile(r"\b(src_ptrs|dst_ptrs)\s*=\s*make_buffer\([^)]*torch\.int64")
 _UINT64_COPY_TABLE = re.compile(r"\b(src_ptrs|dst_ptrs)\s*=\s*make_buffer\([^)]*torch\.uint64")
 _BATCH_MEMCPY_PARAMS = ["src_ptrs", "dst_ptrs", "sizes"]
+# The V1 model runner's copy path (0.22.1-0.33.0): a planner filling MambaCopyBuffers' pointer tables and
+# do_mamba_copy_block handing them to batch_memcpy. 0.34.0 removed all of it with that runner; a module
+# holding only part of it is not one the plugin knows.
+V1_COPY_PATH = ("batch_memcpy", "do_mamba_copy_block", "MambaCopyBuffers", COPY_META_FILLER)
 
 
 @dataclasses.dataclass
@@ -94,10 +99,17 @@ def _own_function(cls, name):
 
 
 def _inspect_batch_memcpy(module, layout: VllmLayout) -> None:
+    present = [name for name in V1_COPY_PATH if getattr(module, name, None) is not None]
+    if not present:  # the V1 runner's copy path is gone (0.34+): nothing to route, the fused copies do it all
+        if getattr(module, SPEC_DECODE_CONTEXT, None) is None:
+            layout.unrecognised.append(f"neither the V1 copy path ({', '.join(V1_COPY_PATH)}) nor "
+                                       f"{SPEC_DECODE_CONTEXT}")
+        return
     function = inspect.unwrap(getattr(module, "batch_memcpy", None) or (lambda: None))
     copy_block = getattr(module, "do_mamba_copy_block", None)
     if getattr(module, "batch_memcpy", None) is None or copy_block is None:
-        layout.unrecognised.append("no module-level batch_memcpy / do_mamba_copy_block")
+        layout.unrecognised.append("no module-level batch_memcpy / do_mamba_copy_block, yet the rest of the V1 "
+                                   f"copy path is there ({', '.join(present)})")
         return
     try:
         params = list(inspect.signature(function).parameters)

@@ -3,7 +3,8 @@
 Loaded by vLLM in every process through the ``vllm.general_plugins`` entry point (``register``). On XPU
 (or with XPU_STATE_COPY_VLLM=1; =0 turns it off) it waits until ``vllm.v1.worker.mamba_utils`` is imported
 and then, after reading that module's source (see vllm_compat):
-  * routes its ``batch_memcpy`` (called by ``do_mamba_copy_block``) to ours: one SYCL launch per step;
+  * routes its ``batch_memcpy`` (called by ``do_mamba_copy_block``; 0.22.1-0.33.0, the V1 runner) to ours:
+    one SYCL launch per step;
   * where ``MambaSpecDecodeGPUContext`` stores raw ``data_ptr()`` values into int64 tables (0.22.1-0.28.0),
     runs that method with the tables standing behind a writer that stores the same 64 bits as int64
     (two's complement), so an XPU address (bit 63 set) no longer raises "Overflow when unpacking long long";
@@ -11,10 +12,11 @@ and then, after reading that module's source (see vllm_compat):
   * warns, naming file and line, about any raw ``data_ptr()`` store none of these changes covers;
   * with XPU_STATE_COPY_VALIDATE=1, records the state tensors ``collect_mamba_copy_meta`` sees and passes
     them to our batch_memcpy as bounds, so every copy is checked to stay inside vLLM's state pools.
-  * where it recognises ``MambaSpecDecodeGPUContext``'s fused copies (run_fused_postprocess, and
-    run_fused_precopy / run_fused_postprocess_align where the release has them), serves them with
+  * where it recognises ``MambaSpecDecodeGPUContext``'s fused copies (run_fused_postprocess up to 0.33.0,
+    run_fused_precopy / run_fused_postprocess_align from 0.25), their kernels and launches, serves them with
     mamba_spec_decode_postprocess_ / _precopy_ (vllm_spec_decode), so no address passes through Triton;
     where it does not, vLLM's kernels stay (with the address fix) and it warns, naming what it did not know;
+    a context running FlashInfer ReplaySSM (0.34+) is handed to vLLM's own methods at each call;
   * where it recognises ``MambaSpecDecodeGPUContext.compute_aligned_state_indices`` (0.29+), computes those
     indices with torch gathers from the block tables themselves (vllm_aligned_indices).
 Nothing of vLLM's code is replaced beyond those attributes; a layout it does not recognise is left alone.
@@ -33,7 +35,7 @@ from .vllm_aligned_indices import METHOD as ALIGNED_METHOD, replace_aligned_indi
 from .vllm_spec_decode import ensure_recording_initialiser, replace_fused_copies
 
 ENV_SWITCH = "XPU_STATE_COPY_VLLM"
-VERIFIED = ("0.22.1", "0.33.0")  # the oldest and newest releases the release tests verified
+VERIFIED = ("0.22.1", "0.34.0")  # the oldest and newest releases the release tests verified
 # A child of vLLM's "vllm" logger, so the line comes out through vLLM's own handler and format.
 logger = logging.getLogger("vllm.xpu_state_copy")
 

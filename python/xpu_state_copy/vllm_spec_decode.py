@@ -10,13 +10,12 @@ tables, is taken when vLLM fills its own tables: the pools are found among the f
 tensors by the addresses and block strides vLLM stored (one read of its metadata, at initialisation, where
 vLLM reads it too), and checked against what vLLM stored for every state before anything is replaced.
 """
-import ast
 import functools
 import inspect
 from typing import Optional
 
 from . import vllm_aligned_indices as aligned
-from .pointer_stores import source_tree
+from .vllm_fused_launches import KERNELS, REPLAYSSM_ATTRIBUTE, launch_unrecognised, table_row_by_slot
 
 CONTEXT = "MambaSpecDecodeGPUContext"
 INITIALISER = "initialize_from_forward_context"
@@ -29,41 +28,19 @@ FUSED_SIGNATURES = {
                                     "new_num_computed_tokens_gpu", "idx_mapping"],
 }
 METADATA = ("state_base_addrs", "state_block_strides", "state_elem_sizes", "state_inner_sizes",
-            "state_conv_widths", "state_group_indices", "num_accepted_tokens_out", "block_table_ptrs")
-KERNELS = {"run_fused_postprocess": "postprocess_mamba_fused_kernel",
-           "run_fused_postprocess_align": "postprocess_mamba_fused_kernel",
-           "run_fused_precopy": "precopy_mamba_align_fused_kernel"}
+            "state_conv_widths", "state_group_indices", "block_table_ptrs")
+# The context's accepted-count buffer: num_accepted_tokens_out up to 0.33, num_accepted_tokens_snapshot from 0.34.
+COUNT_BUFFERS = ("num_accepted_tokens_out", "num_accepted_tokens_snapshot")
 _MARK = "__xpu_state_copy_patch__"
 _RECORDS_PLAN = "__xpu_state_copy_records_plan__"  # the initialiser wrapper (it may also wrap the address fix)
 _SERVES_COPIES = "__xpu_state_copy_serves_copies__"  # on the context class once the run_fused_* are ours
+_WARNED_REPLAYSSM = "__xpu_state_copy_warned_replayssm__"  # on the context class after its one warning
 
 
-def table_row_by_slot(kernel) -> Optional[bool]:
-    """Which row of the block table vLLM's kernel copies through: the request slot (True), the batch row
-    (False), or None when its source does not say. Read from the second argument of its call to the copy
-    helper (`_copy_mamba_state_block(state_idx, <row>, ...)`), or from how the single-kernel releases
-    (0.22-0.24) index the table (`... + req_idx * block_table_stride_req`: no batch rows there)."""
-    tree = source_tree(getattr(kernel, "fn", kernel))  # a Triton JITFunction keeps the function as .fn
-    if tree is None:
-        return None
-    aliases = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            aliases[node.targets[0].id] = node.value
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "_copy_mamba_state_block":
-            row = node.args[1] if len(node.args) > 1 else None
-            if isinstance(row, ast.Name) and row.id not in ("req_idx", "batch_idx") and row.id in aliases:
-                row = aliases[row.id]  # e.g. bt_row_idx = batch_idx if HAS_IDX_MAPPING else req_idx
-            if isinstance(row, ast.Name):
-                return {"req_idx": True, "batch_idx": False}.get(row.id)
-            if isinstance(row, ast.IfExp) and isinstance(row.body, ast.Name):  # batch row under idx_mapping
-                return {"req_idx": True, "batch_idx": False}.get(row.body.id)
-            return None
-    text = ast.unparse(tree)
-    if "req_idx * block_table_stride_req" in text and "idx_mapping" not in text:
-        return True  # one indexing only: row == slot
-    return None
+def count_buffer(context) -> Optional[str]:
+    """The name of the context's accepted-count buffer (COUNT_BUFFERS), or None without one."""
+    fields = getattr(context, "__annotations__", {})
+    return next((name for name in COUNT_BUFFERS if name in fields), None)
 
 
 def _parameters(function):
@@ -81,6 +58,8 @@ def inspect_spec_decode(module):
     unrecognised = []
     fields = getattr(context, "__annotations__", {})
     missing = [name for name in METADATA if name not in fields]
+    if count_buffer(context) is None:
+        missing.append(" / ".join(COUNT_BUFFERS))
     if missing:
         unrecognised.append(f"{CONTEXT} has no {', '.join(missing)}")
     initialiser = context.__dict__.get(INITIALISER)
@@ -94,6 +73,10 @@ def inspect_spec_decode(module):
             continue
         if _parameters(method) != expected:
             unrecognised.append(f"{CONTEXT}.{name} takes {_parameters(method)}, expected {expected}")
+            continue
+        why = launch_unrecognised(module, context, name)
+        if why:
+            unrecognised.append(why)
             continue
         by_slot = table_row_by_slot(getattr(module, KERNELS[name], None))
         if by_slot is None:
@@ -194,17 +177,36 @@ def ensure_recording_initialiser(context):
         setattr(context, INITIALISER, _recording_initialiser(context.__dict__[INITIALISER]))
 
 
-def _ours(name, original, by_slot):
+def _runs_replayssm(self) -> bool:
+    """True for a FlashInfer ReplaySSM context (0.34+), warning once per context class: vLLM's kernels then
+    leave its temporal and ring states to ReplaySSM (no copy after decoding, no token shift before), which
+    our op does not reproduce, so vLLM's own method must run."""
+    if getattr(self, REPLAYSSM_ATTRIBUTE, None) is None:
+        return False
+    cls = type(self)
+    if not cls.__dict__.get(_WARNED_REPLAYSSM, False):
+        setattr(cls, _WARNED_REPLAYSSM, True)
+        from .vllm_plugin import logger
+
+        logger.warning("xpu_state_copy: this vLLM runs FlashInfer ReplaySSM, whose temporal and ring states vLLM's "
+                       "spec-decode kernels leave to ReplaySSM (skipped after decoding, copied unshifted before) "
+                       "and xpu_state_copy's op does not, so these copies stay on vLLM's Triton kernels")
+    return True
+
+
+def _ours(name, original, by_slot, count_buffer_name):
     import torch
 
     from . import ops
 
     def plan_of(self, *inputs):
-        """The recorded plan, or None (vLLM's own method then runs) when there is none or an input is not
-        the int32 vector our op takes: a runner that differs from the ones read must never crash."""
+        """The recorded plan, or None (vLLM's own method then runs) when there is none, the context runs
+        ReplaySSM, or an input is not the int32 vector our op takes: a runner that differs from the ones
+        read must never crash."""
         plan = self.__dict__.get("_xsc_plan")
-        if plan is None or any(t is not None and (t.dtype != torch.int32 or t.dim() != 1 or not t.is_contiguous())
-                               for t in inputs):
+        if plan is None or _runs_replayssm(self):
+            return None
+        if any(t is not None and (t.dtype != torch.int32 or t.dim() != 1 or not t.is_contiguous()) for t in inputs):
             return None
         return plan
 
@@ -221,11 +223,12 @@ def _ours(name, original, by_slot):
                 num_accepted_tokens_gpu, mamba_state_idx_gpu, num_computed_tokens_gpu, self.num_accepted_tokens_out,
                 num_scheduled=num_scheduled_tokens_gpu, num_draft=num_draft_tokens_gpu, copy_unchanged_counts=True)
     elif name == "run_fused_postprocess_align":
-        # From 0.28 vLLM snapshots the counts into its num_accepted_tokens_out buffer first (and leaves them
-        # there); 0.25-0.27 read and reset them in one launch and leave that buffer alone. Ours decides from a
-        # snapshot either way: in the buffer where vLLM puts one, else in a fresh copy.
+        # From 0.28 vLLM snapshots the counts into its count buffer first and leaves them there (0.34 reads
+        # them back afterwards); 0.25-0.27 read and reset them in one launch and leave that buffer alone. Ours
+        # decides from a snapshot either way: in the buffer where vLLM puts one, else in a fresh copy.
         try:
-            snapshot_in_buffer = "self.num_accepted_tokens_out" in inspect.getsource(inspect.unwrap(original))
+            source = inspect.getsource(inspect.unwrap(original))
+            snapshot_in_buffer = f"self.{count_buffer_name}" in source
         except (OSError, TypeError):
             snapshot_in_buffer = True
 
@@ -235,7 +238,7 @@ def _ours(name, original, by_slot):
                 return original(self, num_reqs, num_accepted_tokens_gpu, state_idx_gpu, new_num_computed_tokens_gpu,
                                 idx_mapping)
             if snapshot_in_buffer:
-                snapshot = self.num_accepted_tokens_out
+                snapshot = getattr(self, count_buffer_name)
                 snapshot.copy_(num_accepted_tokens_gpu)
             else:
                 snapshot = num_accepted_tokens_gpu.clone()
@@ -266,5 +269,5 @@ def replace_fused_copies(module, methods, rows):
     ensure_recording_initialiser(context)
     setattr(context, _SERVES_COPIES, True)
     for name in methods:
-        setattr(context, name, _ours(name, context.__dict__[name], rows[name]))
+        setattr(context, name, _ours(name, context.__dict__[name], rows[name], count_buffer(context)))
     return list(methods)

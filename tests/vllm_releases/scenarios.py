@@ -60,6 +60,19 @@ def make_buffer(*size, dtype):
     return CpuGpuBuffer(*size, dtype=dtype, device=torch.device("cpu"), pin_memory=False)
 
 
+def create_arguments(create, forward_context, funcs):
+    """MambaSpecDecodeGPUContext.create's release-specific arguments: up to 0.33 a host-buffer factory and
+    either the state-type count or the copy functions; from 0.34 the copy functions and the forward
+    context (it counts each layer's states there), and no factory."""
+    params = inspect.signature(create).parameters
+    arguments = {"num_state_types": 2} if "num_state_types" in params else {"copy_funcs": funcs}
+    if "make_buffer" in params:
+        arguments["make_buffer"] = make_buffer
+    if "forward_context" in params:
+        arguments["forward_context"] = forward_context
+    return arguments
+
+
 def unsigned(values):
     return [v + (1 << 64) if v < 0 else v for v in values]
 
@@ -67,11 +80,9 @@ def unsigned(values):
 def populate(mu):
     """vLLM's spec-decode context reading state addresses that have bit 63 set."""
     _, config, forward_context, funcs = build_cache(high_addresses=True)
-    params = inspect.signature(mu.MambaSpecDecodeGPUContext.create).parameters
-    type_arg = {"num_state_types": 2} if "num_state_types" in params else {"copy_funcs": funcs}
-    context = mu.MambaSpecDecodeGPUContext.create(max_num_reqs=MAX_REQS, kv_cache_config=config,
-                                                  device=torch.device("cpu"), make_buffer=make_buffer,
-                                                  **type_arg)
+    context = mu.MambaSpecDecodeGPUContext.create(
+        max_num_reqs=MAX_REQS, kv_cache_config=config, device=torch.device("cpu"),
+        **create_arguments(mu.MambaSpecDecodeGPUContext.create, forward_context, funcs))
     block_table = torch.zeros(MAX_REQS, NUM_BLOCKS, dtype=torch.int32).as_subclass(HighAddressTensor)
     result = {"expected_state_addrs": [s.data_ptr() for n in LAYERS for s in forward_context[n].kv_cache],
               "expected_block_table_addr": block_table.data_ptr()}
@@ -99,8 +110,20 @@ def _collect(mu, copy_buffers, config, forward_context, funcs, requests):
 REQUESTS = [([0, 1, 2, 3], 0, 1, 0), ([4, 5, 6], 0, 2, 1), ([7, 3, 2], 1, 1, 1)]
 
 
+# What the V1 copy-path scenarios report on a release without that path (0.34+: no MambaCopyBuffers,
+# collect_mamba_copy_meta, do_mamba_copy_block or batch_memcpy).
+NO_V1_COPY_PATH = {"no_v1_copy_path": True}
+
+
+def has_v1_copy_path(mu):
+    return any(hasattr(mu, name) for name in ("MambaCopyBuffers", "collect_mamba_copy_meta", "do_mamba_copy_block",
+                                              "batch_memcpy"))
+
+
 def collect_high(mu):
     """vLLM's non-fused path recording addresses that have bit 63 set (recorded only, never copied)."""
+    if not has_v1_copy_path(mu):
+        return NO_V1_COPY_PATH
     _, config, forward_context, funcs = build_cache(high_addresses=True)
     copy_buffers = mu.MambaCopyBuffers.create(MAX_REQS, config, funcs, make_buffer)
     result = {"table_dtype": str(copy_buffers.src_ptrs.cpu.dtype)}
@@ -119,6 +142,8 @@ def collect_high(mu):
 
 def copy(mu):
     """collect_mamba_copy_meta + do_mamba_copy_block on real CPU states; digest of every state after."""
+    if not has_v1_copy_path(mu):
+        return NO_V1_COPY_PATH
     states, config, forward_context, funcs = build_cache()
     before = hashlib.sha256(b"".join(t.numpy().tobytes() for ts in states.values() for t in ts)).hexdigest()
     copy_buffers = mu.MambaCopyBuffers.create(MAX_REQS, config, funcs, make_buffer)

@@ -5,11 +5,12 @@
 With the plugin active, every MambaSpecDecodeGPUContext.run_fused_* the release has runs twice per random
 scenario on copies of the same pools: vLLM's own method (kept by the plugin as .vllm_original, its Triton
 kernel) and the plugin's (our op); compute_aligned_state_indices (0.29+) likewise on the same block tables
-(aligned_index_scenarios). Then vLLM's Triton kernels are made to raise and ours runs once more, so a kernel
-launch along that path fails the run. Prints one JSON object on its last line.
+(aligned_index_scenarios). On 0.34+ a context given a stand-in FlashInfer ReplaySSM must run vLLM's kernels
+(replayssm_scenarios). Then vLLM's Triton kernels are made to raise and ours runs once more, method by method
+and through a whole step, so a kernel launch along that path fails the run (no_triton_scenarios). Prints one
+JSON object on its last line.
 """
 import copy
-import inspect
 import json
 import os
 import pathlib
@@ -24,9 +25,10 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # tests/: 
 from spec_decode_reference import random_postprocess, random_precopy  # noqa: E402
 
 import aligned_index_scenarios as aligned  # noqa: E402
+import no_triton_scenarios as no_triton  # noqa: E402
+import replayssm_scenarios as replayssm  # noqa: E402
+from scenarios import create_arguments  # noqa: E402
 
-KERNELS = ("postprocess_mamba_fused_kernel", "precopy_mamba_align_fused_kernel", "batch_memcpy_kernel",
-           aligned.KERNEL)
 FUSED = ("run_fused_postprocess", "run_fused_precopy", "run_fused_postprocess_align")
 
 
@@ -58,22 +60,21 @@ def build_context(mu, s, layout):
     funcs = (layer_utils.get_conv_copy_spec, layer_utils.get_temporal_copy_spec)
     if hasattr(layer_utils, "MambaStateCopyFuncsByType"):
         funcs = {specs[0].kv_cache_spec.mamba_type: funcs}
-    params = inspect.signature(mu.MambaSpecDecodeGPUContext.create).parameters
-    type_arg = {"num_state_types": 2} if "num_state_types" in params else {"copy_funcs": funcs}
-    from vllm.v1.utils import CpuGpuBuffer
-
-    def make_buffer(*size, dtype):
-        return CpuGpuBuffer(*size, dtype=dtype, device=torch.device("cpu"), pin_memory=False)
-
-    slots = s.block_tables[0].shape[0]
-    context = mu.MambaSpecDecodeGPUContext.create(max_num_reqs=slots, kv_cache_config=config,
-                                                  device=torch.device("cpu"), make_buffer=make_buffer, **type_arg)
+    create = mu.MambaSpecDecodeGPUContext.create
+    context = create(max_num_reqs=s.block_tables[0].shape[0], kv_cache_config=config, device=torch.device("cpu"),
+                     **create_arguments(create, forward_context, funcs))
     if hasattr(mu, "is_conv_state_dim_first"):
         mu.is_conv_state_dim_first = lambda: layout == "ds"
     second = getattr(s, "aligned_tables", None)
     context.initialize_from_forward_context(config, forward_context, funcs, list(s.block_tables),
                                             *([list(second)] if second is not None else []))
     return context
+
+
+def count_buffer(context):
+    """The context's accepted-count buffer (num_accepted_tokens_out; num_accepted_tokens_snapshot from 0.34)."""
+    fields = type(context).__annotations__
+    return getattr(context, next(n for n in ("num_accepted_tokens_out", "num_accepted_tokens_snapshot") if n in fields))
 
 
 def clone_scenario(s):
@@ -146,39 +147,16 @@ def compare(mu, method, seed, layout):
     b = list(args_for(method, ours, None))
     if method != "run_fused_precopy":
         a[1], b[1] = counts_theirs, counts_ours
-    poison = torch.full_like(ctx_theirs.num_accepted_tokens_out, -7)
-    ctx_theirs.num_accepted_tokens_out.copy_(poison)
-    ctx_ours.num_accepted_tokens_out.copy_(poison)
+    for context in (ctx_theirs, ctx_ours):  # vLLM 0.34 reads the snapshot it leaves there: ours must match
+        count_buffer(context).fill_(-7)
     getattr(cls, method).vllm_original(ctx_theirs, *a)
     getattr(cls, method)(ctx_ours, *b)
     before = digest(s)
     return {"same_pools": digest(theirs) == digest(ours),
             "copied": digest(theirs) != before,
             "same_counts": torch.equal(counts_theirs, counts_ours),
-            "same_out": torch.equal(ctx_theirs.num_accepted_tokens_out, ctx_ours.num_accepted_tokens_out),
+            "same_out": torch.equal(count_buffer(ctx_theirs), count_buffer(ctx_ours)),
             "ours_planned": ctx_ours.__dict__.get("_xsc_plan") is not None}
-
-
-def make_kernels_raise(mu):
-    for name in KERNELS:
-        if hasattr(mu, name):
-            setattr(mu, name, _Raiser(name))
-
-
-def no_triton(mu, method, layout):
-    """Ours with every Triton kernel of mamba_utils made to raise."""
-    s = scenario_for(method, random.Random(99), layout, mu)
-    ctx = build_context(mu, s, layout)
-    getattr(mu.MambaSpecDecodeGPUContext, method)(ctx, *args_for(method, s, None))
-    return True
-
-
-class _Raiser:
-    def __init__(self, name):
-        self.name = name
-
-    def __getitem__(self, grid):
-        raise AssertionError(f"vLLM's Triton {self.name} was launched although the plugin serves this path")
 
 
 def main():
@@ -212,16 +190,9 @@ def main():
                 results["runs"][key] = aligned.compare_aligned(mu, seed, build_context)
             except Exception:
                 results["runs"][key] = {"crash": traceback.format_exc()[-3000:]}
-    results["no_triton"] = {}
-    make_kernels_raise(mu)
-    if aligned.METHOD in results["replaced"]:  # the trap must catch vLLM's own launch
-        results["aligned_trap_armed"] = aligned.trap_catches_vllms_launch(mu, build_context)
-    for method in results["replaced"]:
-        try:
-            results["no_triton"][method] = (aligned.no_triton_aligned(mu, build_context) if method == aligned.METHOD
-                                            else no_triton(mu, method, layouts[0]))
-        except Exception:
-            results["no_triton"][method] = traceback.format_exc()[-3000:]
+    this = sys.modules[__name__]  # the helpers above, for the two modules below
+    results["replayssm"] = replayssm.fallback_runs(mu, seeds, layouts, this) if replayssm.applies(mu) else None
+    results.update(no_triton.runs(mu, results["replaced"], layouts, this))
     print(json.dumps(results))
 
 

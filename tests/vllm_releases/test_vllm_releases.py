@@ -1,6 +1,7 @@
-"""The plugin against real vLLM releases (CI: 0.23.0, 0.28.0 and the newest verified; it covers 0.22.1 to
-vllm_envs.NEWEST_VERIFIED), on CPU. A release on the index newer than that is held to the promise for a layout
-the plugin does not know: it warns, naming the release and what it did not recognise, and changes nothing.
+"""The plugin against real vLLM releases (CI: 0.23.0, 0.28.0, 0.33.0 and the newest verified; it covers
+0.22.1 to vllm_envs.NEWEST_VERIFIED), on CPU. A release on the index newer than that is held to the promise for
+a layout the plugin does not know: it warns, naming the release and what it did not recognise, and changes
+nothing (skipped, saying so, while the index has no such release).
 
 Each release runs twice in a subprocess (scenarios.py): plugin off (XPU_STATE_COPY_VLLM=0) and on (=1),
 both times loaded through vLLM's own load_general_plugins() and our installed entry point. A release that
@@ -30,7 +31,8 @@ def _chosen():
     chosen = os.environ.get("XPU_STATE_COPY_VLLM_VERSIONS")
     if chosen:
         return [v.strip() for v in chosen.split(",") if v.strip()]
-    return ["0.23.0", "0.28.0", vllm_envs.NEWEST_VERIFIED, vllm_envs.newest_vllm()]
+    # 0.23.0: int64 copy tables; 0.28.0: raw stores in the fused context; 0.33.0: the last with the V1 copy path
+    return ["0.23.0", "0.28.0", "0.33.0", vllm_envs.NEWEST_VERIFIED, vllm_envs.newest_vllm()]
 
 
 def _newer(version):
@@ -45,6 +47,26 @@ def _versions():
 def _unverified():
     """Releases newer than the newest verified one (the index's newest, once vLLM moves on)."""
     return list(dict.fromkeys(v for v in _chosen() if _newer(v)))
+
+
+def _unverified_or_why_none():
+    """_unverified() as test parameters, or one skipped parameter that says why there is none."""
+    if _unverified():
+        return _unverified()
+    if os.environ.get("XPU_STATE_COPY_VLLM_VERSIONS"):
+        why = f"XPU_STATE_COPY_VLLM_VERSIONS names no release newer than {vllm_envs.NEWEST_VERIFIED}"
+    else:
+        newest, error = vllm_envs.newest_on_index()
+        why = (f"the index's newest vLLM is {newest}, none newer than the verified {vllm_envs.NEWEST_VERIFIED}"
+               if newest else f"cannot ask the index for vLLM's newest release: {error}")
+    return [pytest.param(None, marks=pytest.mark.skip(reason=why), id="none-newer")]
+
+
+def expected_fused(version):
+    """The MambaSpecDecodeGPUContext methods the plugin serves on `version`, in the order it names them."""
+    fused = ["run_fused_postprocess"] if _release(version) < (0, 34) else []  # the V1 runner's, gone in 0.34
+    fused += ["run_fused_precopy", "run_fused_postprocess_align"] if _release(version) >= (0, 25) else []
+    return fused + (["compute_aligned_state_indices"] if _release(version) >= (0, 29) else [])
 
 
 def _our_entry_point():
@@ -67,6 +89,15 @@ class Runs:
         self.version, self.off, self.on, self.on_output = version, off, on, on_output
         self.affected = (0, 22) <= _release(version) <= (0, 28)  # raw data_ptr() into int64 tables
         self.int64_copy_tables = (0, 22) <= _release(version) <= (0, 23)
+        self.v1_copy_path = _release(version) < (0, 34)  # batch_memcpy, MambaCopyBuffers & co.
+
+
+def _no_v1_copy_path(runs, scenario):
+    """On a release without the V1 copy path, both runs must say so; then the test has nothing to compare."""
+    if runs.v1_copy_path:
+        return
+    assert runs.off[scenario] == runs.on[scenario] == {"no_v1_copy_path": True}
+    pytest.skip(f"vLLM {runs.version} has no V1 copy path (MambaCopyBuffers, batch_memcpy) to run {scenario} on")
 
 
 def _run(version, plugin):
@@ -115,6 +146,7 @@ def test_plugin_stores_addresses_with_bit_63_exactly(runs):
 
 
 def test_copy_tables_hold_high_addresses_with_the_plugin(runs):
+    _no_v1_copy_path(runs, "collect_high")
     collected = runs.on["collect_high"]
     assert collected["table_dtype"] == "torch.uint64"
     assert collected["dst_addrs"] == collected["expected_dst_addrs"]
@@ -124,6 +156,7 @@ def test_copy_tables_hold_high_addresses_with_the_plugin(runs):
 
 
 def test_plugin_copies_the_same_bytes_as_vllms_own_kernel(runs):
+    _no_v1_copy_path(runs, "copy")
     ours, theirs = runs.on["copy"], runs.off["copy"]
     assert ours["routed"] and not theirs["routed"]
     assert ours["entries"] == theirs["entries"] == 12
@@ -133,11 +166,9 @@ def test_plugin_copies_the_same_bytes_as_vllms_own_kernel(runs):
 
 def test_plugin_patches_only_what_the_release_gets_wrong(runs):
     # Every release: the fused spec-decode copies served by our ops, their plan taken at initialisation.
-    fused = ["run_fused_postprocess"] + (["run_fused_precopy", "run_fused_postprocess_align"]
-                                         if _release(runs.version) >= (0, 25) else [])
-    fused += ["compute_aligned_state_indices"] if _release(runs.version) >= (0, 29) else []
-    expected = {"batch_memcpy", "MambaSpecDecodeGPUContext.initialize_from_forward_context"}
-    expected |= {f"MambaSpecDecodeGPUContext.{name}" for name in fused}
+    expected = {"MambaSpecDecodeGPUContext.initialize_from_forward_context"}
+    expected |= {"batch_memcpy"} if runs.v1_copy_path else set()
+    expected |= {f"MambaSpecDecodeGPUContext.{name}" for name in expected_fused(runs.version)}
     if runs.affected and _release(runs.version) >= (0, 28):  # the addresses are written by a helper there
         expected.add("MambaSpecDecodeGPUContext._populate_metadata")
     if runs.int64_copy_tables:
@@ -152,8 +183,10 @@ def test_plugin_logs_one_line_through_vllms_logger(runs):
     assert len(lines) == 1, lines
     assert runs.version in lines[0] and "XPU_STATE_COPY_VLLM=0 disables" in lines[0]
     assert ("bit 63" in lines[0]) == runs.affected
-    assert "run_fused_postprocess" in lines[0] and "xpu_state_copy.mamba_spec_decode_" in lines[0]
+    copies = [name for name in expected_fused(runs.version) if name.startswith("run_fused_")]
+    assert f"{', '.join(copies)} -> xpu_state_copy.mamba_spec_decode_" in lines[0]
     assert ("compute_aligned_state_indices -> gathers" in lines[0]) == (_release(runs.version) >= (0, 29))
+    assert ("batch_memcpy -> xpu_state_copy.batch_memcpy" in lines[0]) == runs.v1_copy_path
 
 
 def test_doctor_sees_the_unsafe_writes_and_the_plugin(runs):
@@ -164,7 +197,7 @@ def test_doctor_sees_the_unsafe_writes_and_the_plugin(runs):
     assert (off["plugin_active"], on["plugin_active"]) == (False, True)
     assert on["would_patch"] == off["would_patch"]
     aligned_indices = _release(runs.version) >= (0, 29)
-    assert len(on["would_patch"]) == 2 + runs.affected + runs.int64_copy_tables + aligned_indices
+    assert len(on["would_patch"]) == 1 + runs.v1_copy_path + runs.affected + runs.int64_copy_tables + aligned_indices
     assert runs.off["doctor"]["problems"] == []  # CPU addresses never have bit 63 set
 
 
@@ -204,7 +237,14 @@ def test_release_environment_brings_every_package_mamba_utils_imports(version, t
     assert done.returncode == 0 and done.stdout.strip().endswith("imported"), done.stderr[-3000:]
 
 
-@pytest.mark.parametrize("version", _unverified())
+def test_the_plugin_names_the_newest_release_these_tests_verify():
+    """The plugin's warning on an unknown layout cites VERIFIED; the release tests verify up to NEWEST_VERIFIED."""
+    from xpu_state_copy import vllm_plugin
+
+    assert vllm_plugin.VERIFIED[1] == vllm_envs.NEWEST_VERIFIED
+
+
+@pytest.mark.parametrize("version", _unverified_or_why_none())
 def test_plugin_leaves_a_newer_release_alone_and_says_so(version):
     results = {}
     for plugin in ("off", "on"):

@@ -10,6 +10,7 @@ in the repository. A directory is renamed into place only once complete, so an i
 redone, not trusted.
 """
 import fcntl
+import functools
 import hashlib
 import os
 import pathlib
@@ -18,7 +19,7 @@ import subprocess
 import sys
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-# Versions chosen so one set serves 0.22.1 through 0.33.0; found by importing mamba_utils until it
+# Versions chosen so one set serves 0.22.1 through 0.34.0; found by importing mamba_utils until it
 # stopped failing. Binary wheels where a package has one, but none of them pulls in a torch. The test
 # interpreter's own packages beyond torch, numpy, setuptools and their requirements are hidden from the
 # import check in
@@ -40,7 +41,7 @@ DEPENDENCIES = (
 # The newest release the plugin was verified against (every check of the release tests; the plugin's warning
 # on a layout it does not know names the same range). A newer one is held to what the plugin promises for
 # such a layout: it warns and changes nothing.
-NEWEST_VERIFIED = "0.33.0"
+NEWEST_VERIFIED = "0.34.0"
 INSTALL_TIMEOUT_S = 900
 
 
@@ -67,13 +68,22 @@ def _pip(args, timeout=INSTALL_TIMEOUT_S):
     return done.stdout
 
 
-def newest_vllm() -> str:
-    """The newest vLLM release on the index (pip's own query), else the newest verified one."""
+@functools.lru_cache(maxsize=None)
+def newest_on_index():
+    """(the newest vLLM release on the index, None) from pip's own query, or (None, why) when it cannot say.
+    Asked once per test session: both release-test modules collect their parameters from it."""
     try:
-        line = _pip(["index", "versions", "--timeout", "10", "--retries", "1", "vllm"], timeout=60).splitlines()[0]  # "vllm (X.Y.Z)"
-        return line.split("(")[1].rstrip(")").strip()
-    except (EnvUnavailable, IndexError):
-        return NEWEST_VERIFIED
+        line = _pip(["index", "versions", "--timeout", "10", "--retries", "1", "vllm"], timeout=60).splitlines()[0]
+        return line.split("(")[1].rstrip(")").strip(), None  # "vllm (X.Y.Z)"
+    except EnvUnavailable as why:
+        return None, str(why)
+    except IndexError:
+        return None, "pip index versions vllm printed no version"
+
+
+def newest_vllm() -> str:
+    """The newest vLLM release on the index, else the newest verified one."""
+    return newest_on_index()[0] or NEWEST_VERIFIED
 
 
 def _install(target: pathlib.Path, requirements):
