@@ -47,13 +47,18 @@ def make_kernels_raise():
     return trapped
 
 
+def _context_and_args(mu, method, layout, sd):
+    """One fixed scenario of `method`: the context it runs on and the arguments it is called with."""
+    s = sd.scenario_for(method, random.Random(99), layout, mu)
+    return sd.build_context(mu, s, layout), sd.args_for(method, s, None)
+
+
 def _vllms_launch_is_trapped(mu, method, layout, sd):
     if method == aligned.METHOD:
         return aligned.trap_catches_vllms_launch(mu, sd.build_context)
-    s = sd.scenario_for(method, random.Random(99), layout, mu)
-    context = sd.build_context(mu, s, layout)
+    context, args = _context_and_args(mu, method, layout, sd)
     try:
-        getattr(mu.MambaSpecDecodeGPUContext, method).vllm_original(context, *sd.args_for(method, s, None))
+        getattr(mu.MambaSpecDecodeGPUContext, method).vllm_original(context, *args)
     except AssertionError as error:
         return "was launched although the plugin serves this path" in str(error)
     return False
@@ -62,9 +67,8 @@ def _vllms_launch_is_trapped(mu, method, layout, sd):
 def _method_alone(mu, method, layout, sd):
     if method == aligned.METHOD:
         return aligned.no_triton_aligned(mu, sd.build_context)
-    s = sd.scenario_for(method, random.Random(99), layout, mu)
-    context = sd.build_context(mu, s, layout)
-    getattr(mu.MambaSpecDecodeGPUContext, method)(context, *sd.args_for(method, s, None))
+    context, args = _context_and_args(mu, method, layout, sd)
+    getattr(mu.MambaSpecDecodeGPUContext, method)(context, *args)
     return True
 
 
