@@ -72,12 +72,8 @@ def test_postprocess_matches_reference(target, seed, layout):
     assert torch.equal(ours_counts.cpu(), counts)
 
 
-@pytest.mark.parametrize("layout", ["sd", "ds"])
-def test_postprocess_with_more_rows_than_a_group_keeps(target, layout):
-    """600 rows: more row records than a work-group keeps in local memory (512), so the kernels read every
-    span from global memory instead (their third build)."""
-    rng = random.Random(77 + (layout == "ds"))
-    s = random_postprocess(rng, layout, requests=600)
+def _check_postprocess(target, s):
+    """Our postprocess of `s` on the target against the reference: every pool byte and every count."""
     ours = to_device(s, target.device)
     counts = torch.full((s.num_accepted.numel(),), POISON, dtype=torch.int32)
     ours_counts = counts.to(target.device)
@@ -86,6 +82,25 @@ def test_postprocess_with_more_rows_than_a_group_keeps(target, layout):
     s.reference(precopy=False, counts_out=counts)
     assert_same_pools(ours.states, s.states)
     assert torch.equal(ours_counts.cpu(), counts)
+
+
+@pytest.mark.parametrize("layout", ["sd", "ds"])
+def test_postprocess_with_more_rows_than_a_group_keeps(target, layout):
+    """600 rows: more row records than a work-group keeps in local memory (512), so the kernels read every
+    span from global memory instead (their third build)."""
+    rng = random.Random(77 + (layout == "ds"))
+    s = random_postprocess(rng, layout, requests=600)
+    _check_postprocess(target, s)
+
+
+@pytest.mark.parametrize("layout", ["sd", "ds"])
+def test_postprocess_with_more_states_than_a_group_keeps_the_plan_of(target, layout):
+    """90 layers of a conv and a temporal state: more plan fields than a work-group keeps in local memory
+    (157 states), so the kernels keep the rows' records there and read the plan from global memory."""
+    rng = random.Random(91 + (layout == "ds"))
+    s = random_postprocess(rng, layout, requests=5, layers=90)
+    assert len(s.states) > 157
+    _check_postprocess(target, s)
 
 
 @pytest.mark.parametrize("seed", range(8))

@@ -62,10 +62,12 @@ struct SpecRowRecord {
 constexpr i64 kSpecMaxRecords = 512;
 // Plan words (states x kSpecStateFields) a work-group keeps beside them (16 KiB: 157 states, 78 layers of a
 // conv and a temporal state): each unit's span then reads local memory only. From global memory, the plan's
-// lines were a trip to the cache under the copies' traffic before every unit.
+// lines were a trip to the cache under the copies' traffic before every unit. A launch with more states
+// keeps its records and reads the plan from global memory (plan_fits).
 constexpr i64 kSpecMaxPlanWords = 2048;
 // Local memory the records and the plan take in a work-group, beside the schedule's own: the SYCL launcher
-// takes the build that reads global memory on a device with less (the CUDA twin has it everywhere).
+// takes the build that reads global memory on a device with less (every GPU the CUDA twin builds for, sm_70
+// on, has room).
 constexpr i64 kSpecLocalBytes = kSpecMaxRecords * (i64)sizeof(SpecRowRecord) + kSpecMaxPlanWords * (i64)sizeof(i64);
 
 enum SpecDecodeMode : int { kSpecPostprocess = 0, kSpecPostprocessPrecomputed = 1, kSpecPrecopy = 2 };
@@ -193,21 +195,23 @@ struct SpecDecodeSource {
     return span_of(p, record(decide(r), r, t));
   }
 
-  // Whether a work-group can keep this launch's rows x tables records and its states' plan (fill_local): the
-  // launchers pick the kernel build that reads them by it.
-  XSC_HOST_FN bool records_fit() const {
-    return rows * tables <= kSpecMaxRecords && states * kSpecStateFields <= kSpecMaxPlanWords;
-  }
+  // Whether a work-group can keep this launch's rows x tables records (fill_local): the launchers pick the
+  // kernel build that reads them by it.
+  XSC_HOST_FN bool records_fit() const { return rows * tables <= kSpecMaxRecords; }
+  // Whether it can keep the states' plan beside them; if not, the records build reads the plan in place.
+  XSC_HOST_FN bool plan_fits() const { return states * kSpecStateFields <= kSpecMaxPlanWords; }
 
-  // The records of rows x tables and the states' plan into a work-group's local memory, entries first,
-  // first + step, ... of each (records_fit() holds).
-  XSC_FN void fill_local(i64 first, i64 step, SpecRowRecord* records, i64* plan_words) const {
+  // The records of rows x tables and, where it fits, the states' plan into a work-group's local memory,
+  // entries first, first + step, ... of each (records_fit() holds). Returns the plan to read spans from.
+  XSC_FN const i64* fill_local(i64 first, i64 step, SpecRowRecord* records, i64* plan_words) const {
     const i64* table_fields = plan + states * kSpecStateFields;
     for (i64 k = first; k < rows * tables; k += step) {
       const i64 r = (i64)quotient((u64)k, (u64)tables), t = k - r * tables;
       records[k] = record(decide(r), r, table_at(table_fields + t * kSpecTableFields));
     }
+    if (!plan_fits()) return plan;
     for (i64 k = first; k < states * kSpecStateFields; k += step) plan_words[k] = plan[k];
+    return plan_words;
   }
 
   // The accepted-token count row `row` leaves in `out`: (slot, value), slot -1 for none. `copy_rest`:
@@ -227,12 +231,12 @@ struct SpecDecodeSource {
   }
 };
 
-// A SpecDecodeSource whose rows' records and plan a work-group worked out into its local memory before its
-// first copy (fill_local, then a group barrier; records_fit()): the kernels' source then.
+// A SpecDecodeSource whose rows' records (and plan, where it fits) a work-group worked out into its local
+// memory before its first copy (fill_local, then a group barrier; records_fit()): the kernels' source then.
 struct SpecDecodeRecordSource {
   SpecDecodeSource source;
   const SpecRowRecord* records;  // [rows][tables]
-  const i64* plan;               // the plan's state fields
+  const i64* plan;               // the plan's state fields: local memory, or the plan itself (plan_fits)
 
   XSC_FN i64 count() const { return source.count(); }
   template <class G>

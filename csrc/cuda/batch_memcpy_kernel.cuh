@@ -211,9 +211,9 @@ __global__ void __launch_bounds__(kBoundThreads<Small>, kBoundBlocks<Small>) spe
   if constexpr (Records) {
     __shared__ xsc::SpecRowRecord records[xsc::kSpecMaxRecords];
     __shared__ xsc::i64 plan[xsc::kSpecMaxPlanWords];
-    source.fill_local(threadIdx.x, blockDim.x, records, plan);
+    const xsc::i64* plan_read = source.fill_local(threadIdx.x, blockDim.x, records, plan);
     __syncthreads();
-    xsc::SpecDecodeRecordSource from_records{source, records, plan};
+    xsc::SpecDecodeRecordSource from_records{source, records, plan_read};
     run_kernel_body<Small, xsc::kStatesSmallUnroll16>(from_records);
   } else {
     run_kernel_body<Small, xsc::kStatesSmallUnroll16>(source);
