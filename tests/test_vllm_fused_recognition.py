@@ -124,6 +124,19 @@ def test_a_module_with_neither_copy_path_is_not_recognised(tmp_path):
     assert any("neither the V1 copy path" in why for why in inspect_mamba_utils(module, "x").unrecognised)
 
 
+def test_a_context_whose_fused_methods_were_all_renamed_is_not_recognised(tmp_path, caplog):
+    """No V1 path and no fused method the plugin knows: nothing of that release would be ours, so the plugin
+    must say so instead of patching nothing in silence."""
+    renamed = STAND_IN
+    for name in ("run_fused_precopy", "run_fused_postprocess_align"):
+        renamed = renamed.replace(f"def {name}(", f"def {name}_v2(")
+    module = load(tmp_path, renamed, "renamed_stand_in")
+    assert any("neither the V1 copy path" in why for why in inspect_mamba_utils(module, "x").unrecognised)
+    with caplog.at_level(logging.WARNING, logger="vllm.xpu_state_copy"):
+        assert vllm_plugin.patch_mamba_utils(module) == []
+    assert any("does not recognise" in record.getMessage() for record in caplog.records)
+
+
 def test_the_count_buffer_may_have_either_name_but_one_it_must_have(tmp_path):
     old_name = STAND_IN.replace("num_accepted_tokens_snapshot", "num_accepted_tokens_out")
     assert inspect_mamba_utils(load(tmp_path, old_name, "old_name"), "x").fused_copies == FUSED
