@@ -36,8 +36,9 @@ constexpr int kSmallLateParts = XSC_SMALL_LATE_PARTS;
 
 // Whether a batch of n entries takes this schedule on a grid of `subgroups` sub-groups of `sg_size`. The
 // launchers ask it too, to pick the kernel built for this schedule (each kernel's registers are then
-// allocated for its own path); run_batch asks it again on the device, so a launcher that guessed the
-// sub-group size wrong costs speed, never bytes.
+// allocated for its own path). The SYCL small builds ask again on the device (run_batch), so a launcher
+// that guessed the sub-group size wrong costs speed, never bytes; the CUDA twin's launcher knows the warp
+// size and its small builds call run_small_batch directly.
 XSC_HOST_FN bool small_batch_fits(i64 n, i64 sg_size, i64 subgroups) {
   return XSC_SMALL_BATCH && n > 0 && n <= sg_size * kItems && n < subgroups;
 }
