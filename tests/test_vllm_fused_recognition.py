@@ -153,6 +153,8 @@ HARMLESS = {
     "split over lines": ("HAS_IDX_MAPPING=idx_mapping is not None",
                          "HAS_IDX_MAPPING=(\n                idx_mapping is not None)"),
     "flag left at its default": ("SKIP_TEMPORAL_STATE_COPY=self.replayssm is not None)", ")"),
+    "snapshot passed as the buffer": ("            snapshot, state_idx_gpu,",
+                                      "            self.num_accepted_tokens_snapshot, state_idx_gpu,"),
 }
 # Launches and kernels that copy something else (or may): ((old, new) edits, what the reason names).
 CHANGED = {
@@ -173,6 +175,9 @@ CHANGED = {
                               "block_table_ptrs_ptr to self.aligned_index_block_table_ptrs"),
     "mapping always off": ([("HAS_IDX_MAPPING=idx_mapping is not None", "HAS_IDX_MAPPING=False")],
                            "HAS_IDX_MAPPING to False"),
+    "counts decided from elsewhere": ([("        snapshot = self.num_accepted_tokens_snapshot\n",
+                                        "        snapshot = self.other_counts\n")],
+                                      "num_accepted_tokens_ptr to snapshot"),
     "launched twice": ([("        snapshot = self.num_accepted_tokens_snapshot\n",
                          "        snapshot = self.num_accepted_tokens_snapshot\n"
                          "        postprocess_mamba_fused_kernel[(1,)](snapshot)\n")], "2 times, expected once"),

@@ -57,10 +57,12 @@ EXPECTED_BINDINGS = {
         "num_computed_tokens_ptr": ("num_computed_tokens_gpu",), "num_draft_tokens_ptr": ("num_draft_tokens_gpu",),
         "num_accepted_tokens_out_ptr": ("self.num_accepted_tokens_out",), "HAS_IDX_MAPPING": ("False",),
         "PRECOMPUTED_NEW_COMPUTED": ("False",), "SKIP_TEMPORAL_STATE_COPY": ("False",)},
-    # The accepted counts it decides from are a snapshot under a local name that changed between releases;
-    # which buffer holds it is read separately (vllm_spec_decode).
+    # The accepted counts it decides from: the input itself (0.25-0.27), or a snapshot in the context's count
+    # buffer (0.28 on), passed under a local name that changed between releases (resolved in check_launch).
     "run_fused_postprocess_align": {
         **_COMMON_BINDINGS, "mamba_state_idx_ptr": ("state_idx_gpu",),
+        "num_accepted_tokens_ptr": ("num_accepted_tokens_gpu", "self.num_accepted_tokens_out",
+                                    "self.num_accepted_tokens_snapshot"),
         "num_computed_tokens_ptr": ("new_num_computed_tokens_gpu",), "idx_mapping_ptr": ("idx_mapping",),
         "num_accepted_tokens_out_ptr": ("None", "num_accepted_tokens_gpu"), "HAS_IDX_MAPPING": ("True",),
         "PRECOMPUTED_NEW_COMPUTED": ("True",), "SKIP_TEMPORAL_STATE_COPY": ("False", REPLAYSSM_GATE)},
@@ -135,8 +137,12 @@ def check_launch(method_name, kernel_name, kernel_def, method_tree) -> Optional[
         if keyword.arg not in parameters and keyword.arg not in LAUNCH_OPTIONS:
             return f"{method_name} launches {kernel_name} with an unknown keyword {keyword.arg}"
         bound[keyword.arg] = ast.unparse(keyword.value)
+    # A local name bound once in the method (`snapshot = self.<buffer>`) stands for what it was bound to.
+    aliases = {node.targets[0].id: ast.unparse(node.value) for node in ast.walk(method_tree)
+               if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)}
     for parameter, allowed in EXPECTED_BINDINGS[method_name].items():
-        if parameter in parameters and bound.get(parameter) not in allowed:
+        value = bound.get(parameter)
+        if parameter in parameters and value not in allowed and aliases.get(value) not in allowed:
             return (f"{method_name} sets {kernel_name}'s {parameter} to {bound.get(parameter)}, "
                     f"expected {' or '.join(allowed)}")
     return None
