@@ -20,7 +20,7 @@ from typing import Optional
 
 from .pointer_stores import find_pointer_stores
 from .vllm_aligned_indices import inspect_aligned_indices
-from .vllm_spec_decode import FUSED_SIGNATURES, inspect_spec_decode
+from .vllm_spec_decode import FUSED_SIGNATURES, has_fused_copies, inspect_spec_decode
 
 MAMBA_UTILS = "vllm.v1.worker.mamba_utils"
 # Where vLLM's fused spec-decode context fills its tables; older releases do it directly in the public
@@ -103,8 +103,7 @@ def _inspect_batch_memcpy(module, layout: VllmLayout) -> None:
     if not present:  # the V1 runner's copy path is gone (0.34+): nothing to route, the fused copies do it all
         # ... provided the context still has a fused copy method this plugin knows: with none, no copy of
         # that release would be ours and nothing else would say so.
-        context = getattr(module, SPEC_DECODE_CONTEXT, None)
-        if context is None or not any(name in vars(context) for name in FUSED_SIGNATURES):
+        if not has_fused_copies(module):
             layout.unrecognised.append(f"neither the V1 copy path ({', '.join(V1_COPY_PATH)}) nor "
                                        f"{SPEC_DECODE_CONTEXT} with any of {', '.join(FUSED_SIGNATURES)}")
         return

@@ -74,6 +74,12 @@ EXPECTED_BINDINGS = {
 }
 
 
+def _single_assignments(tree):
+    """name -> value of every `name = value` statement in the tree (the last one where a name has several)."""
+    return {node.targets[0].id: node.value for node in ast.walk(tree)
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)}
+
+
 def table_row_by_slot(kernel) -> Optional[bool]:
     """Which row of the block table vLLM's kernel copies through: the request slot (True), the batch row
     (False), or None when its source does not say. Read from the second argument of its call to the copy
@@ -82,10 +88,7 @@ def table_row_by_slot(kernel) -> Optional[bool]:
     tree = source_tree(getattr(kernel, "fn", kernel))  # a Triton JITFunction keeps the function as .fn
     if tree is None:
         return None
-    aliases = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            aliases[node.targets[0].id] = node.value
+    aliases = _single_assignments(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "_copy_mamba_state_block":
             row = node.args[1] if len(node.args) > 1 else None
@@ -138,12 +141,11 @@ def check_launch(method_name, kernel_name, kernel_def, method_tree) -> Optional[
             return f"{method_name} launches {kernel_name} with an unknown keyword {keyword.arg}"
         bound[keyword.arg] = ast.unparse(keyword.value)
     # A local name bound once in the method (`snapshot = self.<buffer>`) stands for what it was bound to.
-    aliases = {node.targets[0].id: ast.unparse(node.value) for node in ast.walk(method_tree)
-               if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)}
+    aliases = {name: ast.unparse(value) for name, value in _single_assignments(method_tree).items()}
     for parameter, allowed in EXPECTED_BINDINGS[method_name].items():
         value = bound.get(parameter)
         if parameter in parameters and value not in allowed and aliases.get(value) not in allowed:
-            return (f"{method_name} sets {kernel_name}'s {parameter} to {bound.get(parameter)}, "
+            return (f"{method_name} sets {kernel_name}'s {parameter} to {value}, "
                     f"expected {' or '.join(allowed)}")
     return None
 

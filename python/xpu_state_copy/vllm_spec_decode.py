@@ -50,11 +50,17 @@ def _parameters(function):
         return None
 
 
+def has_fused_copies(module) -> bool:
+    """Whether the module's context has any of the fused copy methods this plugin knows (FUSED_SIGNATURES)."""
+    context = getattr(module, CONTEXT, None)
+    return context is not None and any(name in context.__dict__ for name in FUSED_SIGNATURES)
+
+
 def inspect_spec_decode(module):
     """(methods to replace, {method: table_row_by_slot}, what was not recognised)."""
-    context = getattr(module, CONTEXT, None)
-    if context is None or not any(name in context.__dict__ for name in FUSED_SIGNATURES):
+    if not has_fused_copies(module):
         return [], {}, []  # no fused copies to serve
+    context = getattr(module, CONTEXT)
     unrecognised = []
     fields = getattr(context, "__annotations__", {})
     missing = [name for name in METADATA if name not in fields]
