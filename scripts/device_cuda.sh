@@ -2,7 +2,8 @@
 # Everything we measure on an NVIDIA GPU, in one go: the kernel tuning sweep, the extension built offline
 # against the machine's torch, the whole test suite on CUDA tensors, and the benchmark against its peers.
 # Results go to $OUT (default build/device). Stages: STAGES="sweep timeline build test bench" (default: all
-# but timeline). TIMELINE_DEFINES="XSC_SMALL_BATCH=0 ..." times one launch per listed -D set ("-": none).
+# but timeline). TIMELINE_DEFINES="XSC_SMALL_BATCH=0 ..." times one launch per listed -D set ("-": none),
+# with each program of TIMELINES (default cuda_timeline; also cuda_spec_timeline).
 # Stage entry_tiles runs benchmarks/tuning/cuda_entry_tiles.cu once per ENTRY_TILES="tiles:min_blocks:loads ...";
 # stage oracle runs benchmarks/tuning/cuda_oracle.cu (ORACLE_WORKLOADS="step,tiny_p ..." picks workloads).
 # BASELINE=DIR (an older source tree): stage build also builds it, into build/baseline-site with this tree's
@@ -24,12 +25,14 @@ if has sweep; then
 fi
 if has timeline; then
   echo "== timeline"; mkdir -p build
-  for d in $TIMELINE_DEFINES; do
-    flags=()
-    [ "$d" = "-" ] || for f in ${d//,/ }; do flags+=("-D$f"); done
-    bin="build/timeline_$(echo "$d" | tr ',=' '_-')"
-    "${nvcc_bench[@]}" "${flags[@]}" benchmarks/tuning/cuda_timeline.cu -o "$bin" \
-      && { echo "-- timeline $d"; "$bin"; }
+  for program in ${TIMELINES:-cuda_timeline}; do
+    for d in ${TIMELINE_DEFINES:--}; do
+      flags=()
+      [ "$d" = "-" ] || for f in ${d//,/ }; do flags+=("-D$f"); done
+      bin="build/${program}_$(echo "$d" | tr ',=' '_-')"
+      "${nvcc_bench[@]}" "${flags[@]}" "benchmarks/tuning/$program.cu" -o "$bin" \
+        && { echo "-- $program $d"; "$bin"; }
+    done
   done 2>&1 | tee "$OUT/timeline.txt"
 fi
 if has entry_tiles; then

@@ -11,12 +11,13 @@ namespace xsc {
 #define XSC_ITEMS 8
 #endif
 constexpr int kItems = XSC_ITEMS;  // entries per work-item per scan: a group scan covers local_size * kItems
-// Timeline hook: benchmarks/tuning/cuda_timeline.cu defines it to record when each sub-group passes a point
+// Timeline hook: benchmarks/tuning/cuda_marks.cuh defines it to record when each sub-group passes a point
 // (`after` is a value the point must wait for); empty everywhere else.
 #ifndef XSC_MARK
 #define XSC_MARK(point, after)
 #endif
-enum MarkPoint { kMarkScanned = 1, kMarkFirstJob = 2, kMarkUnitDone = 3 };
+// kMarkRecords: a spec-decode launch's records are in local memory (cuda_spec_timeline.cu).
+enum MarkPoint { kMarkScanned = 1, kMarkFirstJob = 2, kMarkUnitDone = 3, kMarkRecords = 6 };
 
 // The running unit totals of the current tile's entries, as a group (or, in small_batch.h, one sub-group)
 // keeps them in local memory. Entry i of the tile sits at position (i % kItems) * items + i / kItems: the

@@ -195,10 +195,11 @@ __global__ void __launch_bounds__(kBoundThreads<Small>, kBoundBlocks<Small>) cop
 // The spec-decode copies (spec_decode_source.h): the accepted-token counts first, by the threads in turn
 // (no entry reads them), then the copies. With Records (records_fit(), the launcher's choice) each block
 // first works out every row's record and copies the plan into shared memory and copies from those;
-// without, from global memory (a build of its own: with both paths one build spilled 52 bytes).
-template <bool Small, bool Records = true>
-__global__ void __launch_bounds__(kBoundThreads<Small>, kBoundBlocks<Small>) spec_decode_kernel(
-    xsc::SpecDecodeSource source, int* counts_out, int copy_rest) {
+// without, from global memory (a build of its own: with both paths one build spilled 52 bytes). A device
+// function, so that the timeline instrument can mark a launch's start around the same body.
+template <bool Small, bool Records>
+__device__ __forceinline__ void spec_decode_body(const xsc::SpecDecodeSource& source, int* counts_out,
+                                                 int copy_rest) {
   if (counts_out != nullptr) {
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x; row < source.rows; row += stride) {
@@ -213,11 +214,18 @@ __global__ void __launch_bounds__(kBoundThreads<Small>, kBoundBlocks<Small>) spe
     __shared__ xsc::i64 plan[xsc::kSpecMaxPlanWords];
     const xsc::i64* plan_read = source.fill_local(threadIdx.x, blockDim.x, records, plan);
     __syncthreads();
+    XSC_MARK(xsc::kMarkRecords, 0);
     xsc::SpecDecodeRecordSource from_records{source, records, plan_read};
     run_kernel_body<Small, xsc::kStatesSmallUnroll16>(from_records);
   } else {
     run_kernel_body<Small, xsc::kStatesSmallUnroll16>(source);
   }
+}
+
+template <bool Small, bool Records = true>
+__global__ void __launch_bounds__(kBoundThreads<Small>, kBoundBlocks<Small>) spec_decode_kernel(
+    xsc::SpecDecodeSource source, int* counts_out, int copy_rest) {
+  spec_decode_body<Small, Records>(source, counts_out, copy_rest);
 }
 
 }  // namespace xsc_cuda
