@@ -12,7 +12,7 @@ __device__ __forceinline__ unsigned long long global_ns() {
 }
 
 // Per warp: [0] entry, [1] scanned, [2] first job known, [3] first unit done, [4] last unit done, [5] units,
-// [6] spec-decode records in local memory.
+// [6] spec-decode records in local memory, [7] units counted (before the group scan).
 constexpr int kSlots = 8;
 __device__ unsigned long long* g_marks;
 
@@ -107,9 +107,9 @@ struct Timeline {
     for (int i = 0; i < warps; ++i) t0 = std::min(t0, m[i * kSlots]), t_end = std::max(t_end, m[i * kSlots + 4]);
     std::printf("%s; stamp -> first warp %.2f us, last warp -> stamp %.2f us\n", title, (t0 - st[0]) / 1e3,
                 (st[1] - t_end) / 1e3);
-    const std::pair<int, const char*> points[] = {{0, "entry"},           {6, "records in local memory"},
-                                                  {1, "scanned"},         {2, "first job known"},
-                                                  {3, "first unit done"}, {4, "last unit done"}};
+    const std::pair<int, const char*> points[] = {
+        {0, "entry"}, {6, "records in local memory"}, {7, "units counted"}, {1, "scanned"},
+        {2, "first job known"}, {3, "first unit done"}, {4, "last unit done"}};
     for (const auto& [p, name] : points) {
       std::vector<double> v;
       for (int i = 0; i < warps; ++i)

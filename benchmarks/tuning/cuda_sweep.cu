@@ -4,7 +4,8 @@
 // every byte of the copy is right, and the same ratio for a plain copy of those bytes as one range with the
 // same grid and unroll ("flat": what is left to gain from scheduling alone). SWEEP_WORKLOADS="step,tiny"
 // runs only the named workloads; step_p and tiny_p are step and tiny in the bench's layout (random blocks of
-// per-layer pools, int32 sizes). After step and step_p, the same batch is timed through the copy_states kernel.
+// per-layer pools, int32 sizes). After step, step_p and step16, the same batch is timed through the copy_states
+// kernel (step16 as one request of 1,152 states: the tile schedule's scan over computed spans).
 // A second line per workload says what the tables' round trip costs: the flat copy after a read of three
 // tables (flat_after_table), and both kernels with their tables in L2 (read just before each call).
 #include <string>
@@ -149,7 +150,7 @@ int main() {
     const float ours_warm = median_ms(launch, sets, touch_tables);
     std::printf("  %-7s tables: flat after a table read %.3f (tables in L2 %.3f); ours, tables in L2 %.3f\n", w.name,
                 roof / flat_cold, roof / flat_warm, roof / ours_warm);
-    if (std::string(w.name) != "step" && std::string(w.name) != "step_p") continue;
+    if (std::string(w.name) != "step" && std::string(w.name) != "step_p" && std::string(w.name) != "step16") continue;
     // The same batch through copy_states (one request of n whole-block states): its own build and registers.
     StatePlans states(buf, w.sizes);
     auto launch_states = [&](int k) {

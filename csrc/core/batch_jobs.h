@@ -16,8 +16,9 @@ constexpr int kItems = XSC_ITEMS;  // entries per work-item per scan: a group sc
 #ifndef XSC_MARK
 #define XSC_MARK(point, after)
 #endif
-// kMarkRecords: a spec-decode launch's records are in local memory (cuda_spec_timeline.cu).
-enum MarkPoint { kMarkScanned = 1, kMarkFirstJob = 2, kMarkUnitDone = 3, kMarkRecords = 6 };
+// kMarkRecords: a spec-decode launch's records are in local memory (cuda_spec_timeline.cu); kMarkCounted:
+// a work-item has its entries' units, before the group scan.
+enum MarkPoint { kMarkScanned = 1, kMarkFirstJob = 2, kMarkUnitDone = 3, kMarkRecords = 6, kMarkCounted = 7 };
 
 // The running unit totals of the current tile's entries, as a group (or, in small_batch.h, one sub-group)
 // keeps them in local memory. Entry i of the tile sits at position (i % kItems) * items + i / kItems: the

@@ -31,6 +31,7 @@ struct PointerTableSource {
   i64 n;
 
   XSC_FN i64 count() const { return n; }
+  static constexpr bool kSpreadScan = false;  // see run_tiles: the size loads of a work-item's entries overlap
   // The lines holding entries i .. i + 15 of the address tables, which run_tiles reads only after its scan.
   template <class G>
   XSC_FN void prefetch(const G& g, i64 i) const {
@@ -81,6 +82,7 @@ struct StatePlanSource {
   i64 requests;
 
   XSC_FN i64 count() const { return requests * states; }
+  static constexpr bool kSpreadScan = true;  // see run_tiles: each span takes dependent loads and a division
   // Nothing to ask for early: the scan's size reads already read everything span() reads.
   template <class G>
   XSC_FN void prefetch(const G&, i64) const {}

@@ -96,6 +96,7 @@ struct SpecDecodeSource {
   const int* drafts;       // postprocess only (not precomputed)
 
   XSC_HOST_FN i64 count() const { return rows * states; }
+  static constexpr bool kSpreadScan = true;  // see run_tiles: each span takes dependent loads and a decision
   template <class G>
   XSC_FN void prefetch(const G&, i64) const {}
   // A span takes loads and a division, so the word is the entry's index (see StatePlanSource).
@@ -239,6 +240,7 @@ struct SpecDecodeRecordSource {
   const i64* plan;               // the plan's state fields: local memory, or the plan itself (plan_fits)
 
   XSC_FN i64 count() const { return source.count(); }
+  static constexpr bool kSpreadScan = true;
   template <class G>
   XSC_FN void prefetch(const G&, i64) const {}
   XSC_FN i64 size_word(i64 i) const { return i; }
