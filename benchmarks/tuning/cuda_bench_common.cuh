@@ -1,4 +1,4 @@
-// What the torch-free CUDA benchmark programs (cuda_sweep.cu, cuda_timeline.cu, cuda_entry_tiles.cu,
+// What the torch-free CUDA benchmark programs (cuda_sweep.cu, the timelines, cuda_entry_tiles.cu,
 // cuda_oracle.cu) share: error checks, the GPU spin that queues calls back to back, the flat copy they
 // compare with, the bench's four workloads (and two of them in the bench's layout) and their buffers, the
 // byte check and the timing.
