@@ -11,6 +11,12 @@ namespace xsc {
 #define XSC_ITEMS 8
 #endif
 constexpr int kItems = XSC_ITEMS;  // entries per work-item per scan: a group scan covers local_size * kItems
+// The widest work-group the SYCL kernel's tile table (kMaxGroupSize x kItems running totals, 32 KiB of
+// local memory) holds. Here, not in the kernel source, because the launcher needs it too (to pick the group
+// size and to ask whether local memory holds more beside the table) and the run-time compiler builds that
+// source alone, from these headers.
+constexpr int kMaxGroupSize = 512;
+constexpr i64 kMaxTableBytes = (i64)kMaxGroupSize * kItems * (i64)sizeof(u64);
 // Timeline hook: benchmarks/tuning/cuda_marks.cuh defines it to record when each sub-group passes a point
 // (`after` is a value the point must wait for); empty everywhere else.
 #ifndef XSC_MARK

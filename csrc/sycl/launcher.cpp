@@ -58,9 +58,9 @@ size_t launch_groups(const sycl::device& device) {
 size_t launch_group_size(const sycl::device& device, const sycl::kernel& kernel) {
   size_t limit = kernel.get_info<sycl::info::kernel_device_specific::work_group_size>(device);
   limit = std::min(limit, device.get_info<sycl::info::device::max_work_group_size>());
-  // The kernel's local arrays are sized for at most 512 work-items. A power of two also keeps every
-  // sub-group whole, which small_batch.h needs (it numbers sub-groups as if each were full).
-  size_t size = 512;
+  // The kernel's local arrays are sized for at most kMaxGroupSize work-items. A power of two also keeps
+  // every sub-group whole, which small_batch.h needs (it numbers sub-groups as if each were full).
+  size_t size = xsc::kMaxGroupSize;
   while (size > limit) size /= 2;
   return std::max<size_t>(size, 1);
 }
@@ -78,11 +78,10 @@ KernelPair kernel_pair(const sycl::device& device, const sycl::kernel& tiles, co
 }
 
 // Whether the spec-decode records builds fit the device's local memory: their records and plan
-// (kSpecLocalBytes) beside the tile table that every build holds (batch_copy_kernel.sycl: 512 work-items x
-// kItems running totals).
+// (kSpecLocalBytes) beside the tile table that every build holds (kMaxTableBytes).
 bool spec_local_fits(const sycl::device& device) {
-  const uint64_t table_bytes = 512 * xsc::kItems * sizeof(xsc::u64);
-  return device.get_info<sycl::info::device::local_mem_size>() >= table_bytes + (uint64_t)xsc::kSpecLocalBytes;
+  return device.get_info<sycl::info::device::local_mem_size>() >=
+         (uint64_t)xsc::kMaxTableBytes + (uint64_t)xsc::kSpecLocalBytes;
 }
 
 // The queue's kernels, compiled (sycl-jit) or looked up (sycl-aot) at most once per context and device.
