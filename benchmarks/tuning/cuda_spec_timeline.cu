@@ -228,12 +228,12 @@ int main() {
     CHECK(cudaMemcpyAsync(flat_dst + k * step.total, flat_src + k * step.total, step.total, cudaMemcpyDeviceToDevice));
   };
 #ifndef SPEC_TIMES_ONLY
-  Timeline timeline(std::max(std::max(blocks, table_blocks), flat_blocks) * (xsc_cuda::kThreads / 32));  // marks on
+  Timeline timeline(std::max({blocks, global_blocks, table_blocks, flat_blocks}) * (xsc_cuda::kThreads / 32));
 #endif
   std::printf("spec-decode step: %lld spans of %d entries, %.1f MiB; grids %d / %d / %d blocks\n", n,
               kRequests * 2 * kLayers, step.total / 1048576.0, blocks, table_blocks, flat_blocks);
   long long bad = 0;
-  for (int k = 0; k < kSets; ++k) 
+  for (int k = 0; k < kSets; ++k)
     bad += step.wrong_bytes(k, 7 + k, spec) + step.wrong_bytes(k, 99 + k, tables) + step.wrong_bytes(k, 3, spec_global);
   const float ms_copy = median_ms(memcpy_async, kSets), ms_flat = median_ms(flat, kSets);
   const float ms_spec = median_ms(spec, kSets), ms_tables = median_ms(tables, kSets);
@@ -241,7 +241,8 @@ int main() {
   const float ms_no_counts = median_ms(spec_no_counts, kSets), ms_global = median_ms(spec_global, kSets);
   for (int k = 0; k < kSets; ++k) bad += step.wrong_bytes(k, 5 + k, spec);
   std::printf("median ms: cudaMemcpyAsync %.4f, flat %.4f, spec-decode %.4f / %.4f, tables %.4f / %.4f "
-              "(spec / tables %.3f / %.3f of cudaMemcpyAsync), spec-decode with no counts %.4f, with no records %.4f; wrong bytes %lld\n",
+              "(spec / tables %.3f / %.3f of cudaMemcpyAsync), spec-decode with no counts %.4f, with no records %.4f; "
+              "wrong bytes %lld\n",
               ms_copy, ms_flat, ms_spec, ms_spec2, ms_tables, ms_tables2, ms_copy / ms_spec, ms_copy / ms_tables,
               ms_no_counts, ms_global, bad);
 #ifndef SPEC_TIMES_ONLY
