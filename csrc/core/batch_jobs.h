@@ -79,6 +79,18 @@ XSC_FN Job job_of(const Span& s, i64 e, u64 unit) {
   return job;
 }
 
+// The entries first .. end - 1 of n that worker `index` scans when each takes `per` consecutive ones; and
+// the fewest per worker that cover n entries with `workers` of them. The scans spread entries whose spans
+// take loads and arithmetic this thinly, since they wait for their slowest worker.
+struct Stretch {
+  i64 first, end;
+};
+XSC_FN Stretch stretch_of(i64 n, i64 per, i64 index) {
+  const i64 first = index * per;
+  return Stretch{first, first + per < n ? first + per : n};
+}
+XSC_FN i64 per_worker(i64 n, i64 workers) { return (i64)quotient((u64)(n + workers - 1), (u64)workers); }
+
 // Units of entries at .. at + kItems - 1 (none past n), less the `skipped` first ones of each.
 template <class Source>
 XSC_FN void entry_units(const Source& src, i64 at, i64 n, u64 skipped, i64 (&u)[kItems]) {

@@ -123,11 +123,9 @@ XSC_FN void run_tiles(G& g, const Source& src, i64 n) {
     // thinly, ceil(tile_n / local_size): the scan waits for its slowest work-item. The spec-decode step's
     // 1,152 entries took 8 in turn on 144 work-items, 3 on 384 now (H200: 0.1768 -> 0.1734 ms); pointer
     // tables keep 8, whose size loads are in flight at once (spread, `odd` lost 3 %).
-    const i64 per_item = Source::kSpreadScan && tile_n < tile
-                             ? (i64)quotient((u64)(tile_n + g.local_size() - 1), (u64)g.local_size())
-                             : kItems;
-    const i64 first = g.local_id() * per_item;
-    const i64 end = first + per_item < tile_n ? first + per_item : tile_n;
+    const i64 per_item = Source::kSpreadScan && tile_n < tile ? per_worker(tile_n, g.local_size()) : kItems;
+    const Stretch mine = stretch_of(tile_n, per_item, g.local_id());
+    const i64 first = mine.first, end = mine.end;
     i64 u[kItems];
     entry_units(src, base + first, base + end, skipped, u);
     i64 sum = 0;

@@ -65,14 +65,13 @@ XSC_FN void run_small_batch(G& g, const Source& src, i64 n) {
   }
 
   // 2. Running totals of the units after each entry's first `per_entry`, entry i of the batch held by lane
-  //    i / per_lane, and the direct units of all sub-groups and of those before this one (slot j < w). Slot
+  //    i / ceil(n / lanes), and the direct units of all sub-groups and of those before this one (slot j < w). Slot
   //    d * n + e of entry e comes before w = q * n + r for d < q, and for d == q when e < r.
   // Entries are spread over every lane (ceil(n / lanes) each, not kItems): each entry's size may take loads
   // and arithmetic (copy_states' spans do), and the scan waits for its slowest lane.
   const TileEnds ends = {g.scratch() + g.sg_id() * g.sg_size() * kItems, g.sg_size()};
-  const i64 per_lane = (i64)quotient((u64)(n + g.sg_size() - 1), (u64)g.sg_size());
-  const i64 first = g.sg_lane() * per_lane;
-  const i64 end = first + per_lane < n ? first + per_lane : n;
+  const Stretch mine = stretch_of(n, per_worker(n, g.sg_size()), g.sg_lane());
+  const i64 first = mine.first, end = mine.end;
   i64 u[kItems];
   entry_units(src, first, end, 0, u);
   i64 sum = 0, direct_all = 0, direct_before = 0;
