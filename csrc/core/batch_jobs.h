@@ -59,18 +59,19 @@ constexpr int kTailParts = XSC_TAIL_PARTS;
 constexpr int kGeneralUnit = -1;
 struct Job {
   u64 src, dst;  // a slice: its addresses; a general unit: the entry index and the unit
-  int len;       // a slice: bytes (1..kChunkBytes); kGeneralUnit; 0: nothing to copy
+  int len;       // a slice: bytes (1..kChunkBytes, or units x kChunkBytes, below); kGeneralUnit; 0: nothing
 };
 
-// Unit `unit` of entry `e` (whose span is `s`) as a job.
-XSC_FN Job job_of(const Span& s, i64 e, u64 unit) {
+// Unit `unit` of entry `e` (whose span is `s`) as a job; of a plain slice, also the `units` - 1 units after
+// it, as one job (batch_schedule.h's direct pass; a general unit stays one unit).
+XSC_FN Job job_of(const Span& s, i64 e, u64 unit, u64 units = 1) {
   Job job;
   if (s.rows == 1 && !ranges_overlap(s.src, s.dst, s.row_bytes)) {
     const u64 off = unit * (u64)kChunkBytes;
-    const i64 rest = s.row_bytes - (i64)off;
+    const i64 rest = s.row_bytes - (i64)off, most = (i64)units * kChunkBytes;
     job.src = s.src + off;
     job.dst = s.dst + off;
-    job.len = rest <= 0 ? 0 : (int)(rest < kChunkBytes ? rest : kChunkBytes);
+    job.len = rest <= 0 ? 0 : (int)(rest < most ? rest : most);
   } else {
     job.src = (u64)e;
     job.dst = unit;
