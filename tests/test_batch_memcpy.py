@@ -168,6 +168,19 @@ def test_first_tile_with_one_entry_of_two_units(target, n, lone, size_dtype):
     _run(batch, target.device)
 
 
+@pytest.mark.parametrize("n, size_dtype", [(1600, torch.int32), (2000, torch.int64), (2111, torch.int32)])
+def test_entries_nearly_filling_the_grid(target, n, size_dtype):
+    """Between three quarters of the grid's sub-groups and all of them (1,584 - 2,111 on an H200) each
+    sub-group copies the first two units of its entry before any scan, a plain slice in one piece, and
+    the scan deals out only what is left: entries of up to two units (odd sizes, any offsets mod 16) are
+    then done with no scan, longer ones and overlapping shifts among them are finished by it."""
+    rng = random.Random()
+    sizes = [rng.choice([0, rng.randrange(1, 8193), rng.randrange(8193, 16385), rng.randrange(16385, 60000)])
+             for _ in range(n)]
+    batch = random_batch(rng, target.device, sizes, overlap_every=29, size_dtype=size_dtype)
+    _run(batch, target.device)
+
+
 @pytest.mark.parametrize("n", [1, 2, 9, 40, 150])
 def test_few_entries_of_many_units(target, n):
     """Fewer entries than the grid has sub-groups, most of them many copy units long, beside empty, short
