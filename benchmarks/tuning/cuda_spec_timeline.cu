@@ -21,6 +21,9 @@ __global__ void __launch_bounds__(xsc_cuda::kThreads, XSC_CUDA_MIN_BLOCKS)
 
 constexpr int kRequests = 16, kLayers = 36, kTokens = 3, kColumns = 6, kBlockSize = 64, kSets = 4;
 constexpr long long kToken = 16 << 10, kConv = kTokens * kToken, kTemporal = 1 << 20;
+// The unit bounds the op's plan carries (units of each state with no shift).
+constexpr long long kConvUnits = (kConv + xsc::kChunkBytes - 1) / xsc::kChunkBytes;
+constexpr long long kTemporalUnits = (kTemporal + xsc::kChunkBytes - 1) / xsc::kChunkBytes;
 
 __global__ void __launch_bounds__(xsc_cuda::kThreads, XSC_CUDA_MIN_BLOCKS)
     marked_spec(xsc::SpecDecodeSource source, int* counts_out) {
@@ -154,6 +157,7 @@ struct SpecStep {
       f[xsc::kSpecBlockStride] = bytes, f[xsc::kSpecBlocks] = blocks, f[xsc::kSpecRows] = 1;
       f[xsc::kSpecRowStride] = 0, f[xsc::kSpecRowBytes] = bytes, f[xsc::kSpecTokenBytes] = token;
       f[xsc::kSpecMaxShift] = xsc::max_shift_of(bytes, token), f[xsc::kSpecGroup] = 0;
+      f[xsc::kSpecUnitsBefore] = j <= kLayers ? j * kConvUnits : kLayers * kConvUnits + (j - kLayers) * kTemporalUnits;
       std::copy(table.begin(), table.end(), f.begin() + xsc::kSpecTableBase);
       p.insert(p.end(), f.begin(), f.end());
     }
@@ -169,6 +173,7 @@ struct SpecStep {
     std::memset(&s, 0, sizeof s);
     s.plan = plans[k], s.states = 2 * kLayers, s.tables = 1, s.mode = xsc::kSpecPostprocess;
     s.rows = s.slots = kRequests, s.block_size = kBlockSize;
+    s.row_units = kLayers * (kConvUnits + kTemporalUnits);
     s.state_idx = state_idx, s.accepted = accepted, s.computed = computed, s.scheduled = scheduled;
     s.drafts = drafts;
     return s;

@@ -132,8 +132,8 @@ struct UnitPlace {
   i64 entry;  // tile-relative
   u64 unit;
 };
-template <class G>
-XSC_FN UnitPlace place_of(const G& g, const TileEnds& ends, i64 last, u64 r, u64 skipped) {
+template <class G, class Ends>
+XSC_FN UnitPlace place_of(const G& g, const Ends& ends, i64 last, u64 r, u64 skipped) {
   i64 lo = 0, hi = last;  // the entry is one of lo..hi
   const u64 lanes = (u64)g.sg_size(), lane = (u64)g.sg_lane();
   while (lo < hi) {

@@ -39,15 +39,29 @@ XSC_FN SubgroupShare share_of(const G& g, u64 group_first, u64 tile_units) {
   return sh;
 }
 
-// Piece k (< count) of a share as a job.
-template <class G, class Source>
-XSC_FN Job share_job(const G& g, const Source& src, const TileEnds& ends, i64 last, i64 base,
-                     const SubgroupShare& sh, u64 groups, u64 k, u64 skipped) {
-  if (k < sh.whole) return job_at(g, src, ends, last, base, sh.first + k * sh.stride, skipped);
+// Piece k (< count) of a share as a job; job_for(u) is the job of unit u of the units shared out.
+template <class UnitJob>
+XSC_FN Job share_job(const SubgroupShare& sh, u64 groups, u64 k, const UnitJob& job_for) {
+  if (k < sh.whole) return job_for(sh.first + k * sh.stride);
   const u64 t = k - sh.whole;  // 0 or 1: the tail pieces
   const int lo = t == 0 ? (int)sh.part_lo : 0;
   const int hi = t == 0 ? (int)sh.part_hi : (int)sh.part_hi - kTailParts;  // parts_of stops at the unit's end
-  return parts_of(job_at(g, src, ends, last, base, sh.tail_unit + t * groups, skipped), lo, hi, kTailParts);
+  return parts_of(job_for(sh.tail_unit + t * groups), lo, hi, kTailParts);
+}
+
+// A share's pieces copied in order, each found before the one before it is copied (`Streaming` as run_job).
+template <class G, class Source, class UnitJob>
+XSC_FN void copy_share(G& g, const Source& src, const SubgroupShare& sh, u64 groups, const UnitJob& job_for) {
+  Job job = {0, 0, 0};
+  if (sh.count > 0) job = share_job(sh, groups, 0, job_for);
+  XSC_MARK(kMarkFirstJob, job.src);
+  for (u64 k = 0; k < sh.count; ++k) {
+    Job next = {0, 0, 0};
+    if (k + 1 < sh.count) next = share_job(sh, groups, k + 1, job_for);
+    run_job(g, src, job);
+    XSC_MARK(kMarkUnitDone, 0);
+    job = next;
+  }
 }
 
 // The direct pass copies with streaming hints (load_word): its thousands of small entries are each read
@@ -169,19 +183,17 @@ XSC_FN void run_tiles(G& g, const Source& src, i64 n) {
     const i64 last = tile_n - 1;  // the tile's last entry
     const i64 me = g.group_id();
     const SubgroupShare sh = share_of(g, (u64)(me >= skew ? me - skew : me + groups - skew), tile_units);
-    Job job = {0, 0, 0};
-    if (sh.count > 0) job = share_job(g, src, ends, last, base, sh, (u64)groups, 0, skipped);
-    XSC_MARK(kMarkFirstJob, job.src);
-    for (u64 k = 0; k < sh.count; ++k) {
-      Job next = {0, 0, 0};
-      if (k + 1 < sh.count) next = share_job(g, src, ends, last, base, sh, (u64)groups, k + 1, skipped);
-      run_job(g, src, job);
-      XSC_MARK(kMarkUnitDone, 0);
-      job = next;
-    }
+    copy_share(g, src, sh, (u64)groups, [&](u64 r) { return job_at(g, src, ends, last, base, r, skipped); });
     g.barrier();  // the running totals are rewritten by the next tile
     skew = (i64)((tile_units + (u64)skew) % (u64)groups);
   }
+}
+
+// A batch too large for small_batch.h: the tile schedule, unless the source brings its own
+// (spec_decode_schedule.h; found by argument-dependent lookup where run_batch calls it).
+template <class G, class Source>
+XSC_FN void run_large_batch(G& g, const Source& src) {
+  run_tiles(g, src, src.count());
 }
 
 // The whole batch, called by every work-item of every group. `Source` yields count() and span(i). The
@@ -191,7 +203,7 @@ template <class G, class Source>
 XSC_FN void run_batch(G& g, const Source& src) {
   const i64 n = src.count();
   if (small_batch_fits(n, g.sg_size(), g.num_groups() * g.num_sgs())) run_small_batch(g, src, n);
-  else run_tiles(g, src, n);
+  else run_large_batch(g, src);
 }
 
 }  // namespace xsc

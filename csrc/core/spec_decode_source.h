@@ -41,6 +41,7 @@ enum SpecStateField {
   kSpecTokenBytes,      // bytes one token of shift drops from a row (0: a whole-block state)
   kSpecMaxShift,        // the most tokens a row can drop and still copy a byte (entry_sources.h's max_shift_of)
   kSpecGroup,           // which block table the state's blocks come from
+  kSpecUnitsBefore,     // the unit bounds (units_of with no shift) of the states before it, summed
   kSpecTableBase,       // that table's fields, as below
   kSpecStateFields = kSpecTableBase + 4
 };
@@ -60,7 +61,7 @@ struct SpecRowRecord {
 // before its first copy: a unit's span then waits for no trip to the counts and tables (vLLM batches are
 // at most a few hundred requests). Larger launches compute every span from global memory.
 constexpr i64 kSpecMaxRecords = 512;
-// Plan words (states x kSpecStateFields) a work-group keeps beside them (16 KiB: 157 states, 78 layers of a
+// Plan words (states x kSpecStateFields) a work-group keeps beside them (16 KiB: 146 states, 73 layers of a
 // conv and a temporal state): each unit's span then reads local memory only. From global memory, the plan's
 // lines were a trip to the cache under the copies' traffic before every unit. A launch with more states
 // keeps its records and reads the plan from global memory (plan_fits).
@@ -88,6 +89,7 @@ struct SpecDecodeSource {
   i64 rows;              // request rows of this launch (the batch)
   i64 slots;             // entries of every per-request input and of the output
   i64 block_size;
+  i64 row_units;           // the states' unit bounds summed: the most units one row's copies take
   const int* idx_mapping;  // [rows] batch row -> request slot (negative: skip), or null: slot = row
   const int* state_idx;    // postprocess: src column; precopy: dst column
   const int* accepted;     // postprocess: accepted tokens; precopy: token bias

@@ -5,7 +5,7 @@
 
 #include "batch_schedule.h"
 #include "entry_sources.h"
-#include "spec_decode_source.h"
+#include "spec_decode_schedule.h"
 
 // The streaming hints of copy_routine.h's load_word / store_word for 16-byte words: loads through the
 // non-coherent path that allocate nothing in L1 and ask L2 for 256-byte sectors, stores marked as streaming
@@ -156,7 +156,7 @@ __device__ __forceinline__ void run_kernel_body(Source& source) {
   __shared__ xsc::i64 warp_sums[kThreads / kWarp];
   CudaGroup<Small ? SmallUnroll16 : xsc::kUnroll, !Small> g{table, warp_sums};
   if (Small) xsc::run_small_batch(g, source, source.count());
-  else xsc::run_tiles(g, source, source.count());
+  else xsc::run_large_batch(g, source);
 }
 
 // Launches the build of a kernel (tile-only or small-batch) that a batch of `entries` takes, on the grids
@@ -191,6 +191,9 @@ __global__ void __launch_bounds__(kBoundThreads<Small>, kBoundBlocks<Small>) cop
   xsc::StatePlanSource source{plan, states, src_blocks, dst_blocks, shifts, ids_are_64bit, requests};
   run_kernel_body<Small, xsc::kStatesSmallUnroll16>(source);
 }
+
+// The Records builds' schedule (spec_decode_schedule.h) lists the rows that copy in the tile table.
+static_assert(xsc::kSpecMaxRecords <= kThreads * xsc::kItems, "XSC_CUDA_THREADS too small for the row list");
 
 // The spec-decode copies (spec_decode_source.h): the accepted-token counts first, by the threads in turn
 // (no entry reads them), then the copies. With Records (records_fit(), the launcher's choice) each block

@@ -15,6 +15,7 @@ SOURCES = {
     "kSmallBatchHeader": HERE.parent / "core" / "small_batch.h",
     "kBatchScheduleHeader": HERE.parent / "core" / "batch_schedule.h",
     "kSpecDecodeSourceHeader": HERE.parent / "core" / "spec_decode_source.h",
+    "kSpecDecodeScheduleHeader": HERE.parent / "core" / "spec_decode_schedule.h",
 }
 DELIMITER = "xsc_src"  # must not appear in the sources as )xsc_src"
 

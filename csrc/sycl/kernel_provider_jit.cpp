@@ -28,6 +28,7 @@ Kernels build_kernels(const sycl::context& context, sycl::device device) {
     headers.add("small_batch.h", kSmallBatchHeader);
     headers.add("batch_schedule.h", kBatchScheduleHeader);
     headers.add("spec_decode_source.h", kSpecDecodeSourceHeader);
+    headers.add("spec_decode_schedule.h", kSpecDecodeScheduleHeader);
     auto source = syclexp::create_kernel_bundle_from_source(context, syclexp::source_language::sycl,
                                                             std::string(kBatchCopyKernelSource),
                                                             syclexp::properties{headers});

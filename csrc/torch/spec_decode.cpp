@@ -78,6 +78,7 @@ at::Tensor host_plan(at::TensorList states, at::IntArrayRef kinds, at::IntArrayR
   const int64_t n = (int64_t)states.size() * kSpecStateFields + (int64_t)tables.size() * kSpecTableFields;
   at::Tensor plan = at::empty({n}, at::TensorOptions().dtype(at::kLong));
   int64_t* p = plan.data_ptr<int64_t>();
+  int64_t units_before = 0;
   for (size_t j = 0; j < states.size(); ++j, p += kSpecStateFields) {
     const at::Tensor& s = states[j];
     const int64_t es = s.element_size();
@@ -99,6 +100,8 @@ at::Tensor host_plan(at::TensorList states, at::IntArrayRef kinds, at::IntArrayR
     }
     if (kinds[j] != kWholeBlock && p[kSpecTokenBytes] == 0) p[kSpecRowBytes] = 0;  // no tokens: nothing to copy
     p[kSpecMaxShift] = max_shift_of(p[kSpecRowBytes], p[kSpecTokenBytes]);
+    p[kSpecUnitsBefore] = units_before;  // a shift only shortens rows, so these bound every step's units
+    units_before += units_of(p[kSpecRows], p[kSpecRowBytes]);
   }
   for (const at::Tensor& b : tables) {
     table_fields(b, p);
@@ -120,9 +123,12 @@ SpecDecodeCall make_call(at::TensorList states, at::IntArrayRef kinds, at::IntAr
               " entries (with no idx_mapping, row r is request r)");
   }
   SpecDecodeCall call;
-  call.plan = cached_device_plan(host_plan(states, kinds, groups, tables), on_device ? device : at::Device(at::kCPU));
+  const at::Tensor plan = host_plan(states, kinds, groups, tables);
+  call.plan = cached_device_plan(plan, on_device ? device : at::Device(at::kCPU));
   SpecDecodeSource& s = call.source;
   std::memset(&s, 0, sizeof(s));
+  const int64_t* last = plan.data_ptr<int64_t>() + ((int64_t)states.size() - 1) * kSpecStateFields;
+  s.row_units = last[kSpecUnitsBefore] + units_of(last[kSpecRows], last[kSpecRowBytes]);
   s.plan = reinterpret_cast<const i64*>(call.plan.data_ptr<int64_t>());
   s.states = (i64)states.size();
   s.tables = (i64)tables.size();

@@ -1,0 +1,73 @@
+// The schedule of a spec-decode launch whose rows' records a work-group keeps in local memory
+// (SpecDecodeRecordSource): no scan. Included by the SYCL kernel source and the CUDA twin; batches small
+// enough for small_batch.h keep that schedule.
+//
+// Why not the tile schedule: its group scan counts every entry's units before the first copy, and here each
+// count is a span worked out from the plan and a record. On an H200 the bench's spec-decode step knew its
+// first job 8.6 µs after launch against 3.0 µs for the same spans as pointer tables, and came out 1.6 %
+// behind those tables (docs/performance.md). But no state's copy is longer than its unshifted block (a
+// shift only drops bytes), so the plan carries each state's unit bound (kSpecUnitsBefore), and a row that
+// copies takes at most row_units units. Unit v of the copying rows is then found from v alone: the row is
+// v / row_units in the list of rows that copy, the state the one whose bounds hold v's rest. The only
+// work before the first copy is that list: one group scan over the rows' records, not over every entry.
+// A unit past a state's actual units (a shifted conv state's last) copies nothing.
+#pragma once
+
+#include "batch_schedule.h"
+#include "spec_decode_source.h"
+
+namespace xsc {
+
+// The running unit bounds of the states as place_of reads them: entry j's total is the bounds of states
+// 0..j summed.
+struct StateUnitEnds {
+  const i64* plan;  // state fields, kSpecStateFields apart
+  i64 states;
+  u64 row_units;
+  XSC_FN u64 operator[](i64 j) const {
+    return j + 1 < states ? (u64)plan[(j + 1) * kSpecStateFields + kSpecUnitsBefore] : row_units;
+  }
+};
+
+// Unit v of the copying rows (listed in `rows`) as a job; every lane of the sub-group calls it together.
+template <class G>
+XSC_FN Job spec_unit_job(const G& g, const SpecDecodeRecordSource& src, const u64* rows, u64 v) {
+  const SpecDecodeSource& s = src.source;
+  const u64 per_row = (u64)s.row_units;
+  const u64 c = quotient(v, per_row);
+  const i64 row = (i64)rows[c];
+  const StateUnitEnds ends{src.plan, s.states, per_row};
+  const UnitPlace at = place_of(g, ends, s.states - 1, v - c * per_row, 0);
+  const i64* p = src.plan + at.entry * kSpecStateFields;
+  const Span span = SpecDecodeSource::span_of(p, src.records[row * s.tables + p[kSpecGroup]]);
+  return job_of(span, row * s.states + at.entry, at.unit);
+}
+
+static_assert(kSpecMaxRecords <= kMaxGroupSize * kItems, "the copying rows' list lives in the tile table");
+
+// Every work-item of every group calls it, after the group's records are in (fill_local and a barrier).
+template <class G>
+XSC_FN void run_large_batch(G& g, const SpecDecodeRecordSource& src) {
+  const SpecDecodeSource& s = src.source;
+  // The rows that copy, in order, into g.scratch() (at most kSpecMaxRecords: records_fit; every kernel's
+  // table holds kMaxGroupSize * kItems values whatever its group's width). A row copies when its records
+  // have a bias (the decision is the same for every table: the first's says it).
+  u64* rows = g.scratch();
+  i64 copying = 0;
+  for (i64 base = 0; base < s.rows; base += g.local_size()) {
+    const i64 r = base + g.local_id();
+    const bool copies = r < s.rows && src.records[r * s.tables].bias >= 0;
+    i64 total = 0;
+    const i64 before = g.exclusive_scan(copies ? 1 : 0, &total);
+    if (copies) rows[copying + before] = (u64)r;
+    copying += total;
+  }
+  g.barrier();
+  XSC_MARK(kMarkScanned, 0);
+  // Unit v belongs to group v % groups, its sub-groups dividing them as in the tile schedule.
+  const u64 groups = (u64)g.num_groups();
+  const SubgroupShare sh = share_of(g, (u64)g.group_id(), (u64)copying * (u64)s.row_units);
+  copy_share(g, src, sh, groups, [&](u64 v) { return spec_unit_job(g, src, rows, v); });
+}
+
+}  // namespace xsc
