@@ -1,8 +1,9 @@
-// The tile schedule (run_tiles, csrc/core/batch_schedule.h) on the host, over many grid shapes and batch
-// sizes around the grid's sub-group count, where its direct pass changes: none below three quarters of it,
-// the first kDirectUnits units of each entry up to it, the first unit above. Host threads play the
-// work-items of one group, the groups run one after another (they share nothing but the batch), and each
-// case checks every byte against a memmove reference. Built with the real 8 KiB units and with 96-byte ones.
+// The tile schedule (run_tiles, csrc/core/batch_schedule.h) on the host, in both builds, over many grid
+// shapes and batch sizes around the grid's sub-group count, where the direct build's pass changes: none
+// below three quarters of it, the first kDirectUnits units of each entry up to it, the first unit above
+// (the plain tile build: the first unit from the count on). Host threads play the work-items of one group,
+// the groups run one after another (they share nothing but the batch), and each case checks every byte
+// against a memmove reference. Built with the real 8 KiB units and with 96-byte ones.
 #include <cstdio>
 #include <thread>
 
@@ -12,7 +13,7 @@ namespace {
 
 using namespace xsc_test;
 
-template <bool Spread>
+template <bool Spread, bool Direct>
 bool run_case(int c) {
   const int lanes = 1 << pick(0, 4);
   const i64 sgs = pick(1, 6);
@@ -33,16 +34,17 @@ bool run_case(int c) {
       for (i64 group = 0; group < groups; ++group) {
         HostLane<kUnroll, true> g{&host, host.subgroups[(size_t)sg].get(), groups, sgs, group, sg, lane,
                                   local.data()};
-        run_tiles(g, source, n);
+        run_tiles<Direct>(g, source, n);
         host.all.wait();
       }
     });
   for (std::thread& t : threads) t.join();
   const i64 wrong = batch.first_wrong_entry();
   if (wrong < 0) return true;
-  std::printf("case %d FAIL (%s scan): %d lanes x %lld sub-groups x %lld groups, %lld entries (%llu direct units"
-              " each): entry %lld differs\n", c, Spread ? "spread" : "packed", lanes, (long long)sgs,
-              (long long)groups, (long long)n, (unsigned long long)direct_units(n, subgroups), (long long)wrong);
+  std::printf("case %d FAIL (%s scan, %s build): %d lanes x %lld sub-groups x %lld groups, %lld entries (%llu"
+              " direct units each): entry %lld differs\n", c, Spread ? "spread" : "packed", Direct ? "direct" : "tile",
+              lanes, (long long)sgs, (long long)groups, (long long)n,
+              (unsigned long long)(Direct ? direct_units(n, subgroups) : n >= subgroups), (long long)wrong);
   return false;
 }
 
@@ -51,7 +53,14 @@ bool run_case(int c) {
 int main() {
   int failures = 0;
   const int cases = kChunkBytes > 1024 ? 60 : 200;  // real-size units make big arenas
-  for (int c = 0; c < cases; ++c) failures += c % 2 ? !run_case<true>(c) : !run_case<false>(c);
+  for (int c = 0; c < cases; ++c) {
+    switch (c % 4) {
+      case 0: failures += !run_case<false, true>(c); break;
+      case 1: failures += !run_case<true, true>(c); break;
+      case 2: failures += !run_case<false, false>(c); break;
+      default: failures += !run_case<true, false>(c);
+    }
+  }
   std::printf("tile schedule, %lld-byte units: %d of %d cases wrong\n", (long long)kChunkBytes, failures, cases);
   return failures ? 1 : 0;
 }

@@ -221,8 +221,9 @@ struct BatchBuffers {
 // prepare_launch and prepare_small_launch).
 inline void launch_ours(const BatchBuffers& buf, int k, int blocks, int small_blocks) {
   const long long n = (long long)buf.n;
-  xsc_cuda::launch_for_batch(xsc_cuda::batch_memcpy_kernel<false>, blocks, xsc_cuda::batch_memcpy_kernel<true>,
-                             small_blocks, 0, n, (const xsc::u64*)buf.tables[k], (const xsc::u64*)buf.tables[k] + n,
+  xsc_cuda::launch_for_batch(xsc_cuda::batch_memcpy_kernel<false>, xsc_cuda::batch_memcpy_kernel<false, true>,
+                             blocks, xsc_cuda::batch_memcpy_kernel<true>, small_blocks, 0, n,
+                             (const xsc::u64*)buf.tables[k], (const xsc::u64*)buf.tables[k] + n,
                              (const void*)buf.sizes[k], buf.sizes64 ? 1 : 0, (xsc::i64)n);
 }
 

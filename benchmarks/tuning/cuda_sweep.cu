@@ -154,8 +154,8 @@ int main() {
     // The same batch through copy_states (one request of n whole-block states): its own build and registers.
     StatePlans states(buf, w.sizes);
     auto launch_states = [&](int k) {
-      xsc_cuda::launch_for_batch(xsc_cuda::copy_states_kernel<false>, state_blocks,
-                                 xsc_cuda::copy_states_kernel<true>, state_small_blocks, 0, (long long)n,
+      xsc_cuda::launch_for_batch(xsc_cuda::copy_states_kernel<false>, xsc_cuda::copy_states_kernel<false>,
+                                 state_blocks, xsc_cuda::copy_states_kernel<true>, state_small_blocks, 0, (long long)n,
                                  (const xsc::i64*)states.plans[k], (xsc::i64)n, (const void*)states.ids,
                                  (const void*)(states.ids + 1), (const void*)(states.ids + 2), 1, (xsc::i64)1);
     };

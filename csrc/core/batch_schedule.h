@@ -64,32 +64,56 @@ XSC_FN void copy_share(G& g, const Source& src, const SubgroupShare& sh, u64 gro
   }
 }
 
-// The direct pass copies with streaming hints (load_word): its thousands of small entries are each read
-// and written once, and on an H200 the hints gave `tiny` 2 - 2.5 % there. Everywhere else they lost
+// The passes before the scan copy with streaming hints (load_word): their thousands of small entries are
+// each read and written once, and on an H200 the hints gave `tiny` 2 - 2.5 % there. Everywhere else they lost
 // (docs/tuning-rounds-4-7.md, "Sixth round"), so the tile loop and the small-batch schedule copy plainly.
 constexpr bool kStreamFirstUnits = true;
+
+// Unit 0 of entries w, w + subgroups, ... (w: the calling sub-group's index in the grid), straight from the
+// tables: no scan needed. Used when entries outnumber sub-groups, so that every sub-group starts copying one
+// trip to the tables after launch instead of after the scan and a lookup; the scan then deals out the other
+// units. Before its last copy each work-item also asks for the size words of its entries at .. at + kItems - 1
+// (of the first tile, for the vote that follows), so that they arrive while the copy runs.
+template <class G, class Source>
+XSC_FN void copy_first_units(G& g, const Source& src, i64 n, i64 at, i64 (&words)[kItems]) {
+  const i64 subgroups = g.num_groups() * g.num_sgs();
+  const i64 w = g.group_id() * g.num_sgs() + g.sg_id();
+  Job job = job_of(src.span(w), w, 0);
+  for (i64 e = w; e < n; e += subgroups) {
+    Job next = {0, 0, 0};
+    if (e + subgroups < n) {
+      next = job_of(src.span(e + subgroups), e + subgroups, 0);
+    } else {
+#pragma unroll
+      for (int k = 0; k < kItems; ++k)
+        if (at + k < n) words[k] = src.size_word(at + k);
+    }
+    run_job<kStreamFirstUnits>(g, src, job);
+    XSC_MARK(kMarkUnitDone, 0);
+    job = next;
+  }
+}
 
 #ifndef XSC_DIRECT_UNITS
 #define XSC_DIRECT_UNITS 2
 #endif
-// Units at the start of each entry that the direct pass (copy_direct_units) copies before any scan, for a
-// batch of n entries on a grid of `subgroups` sub-groups. With at least one entry per sub-group, the first
-// unit of each: a batch of thousands of small entries then starts one trip to the tables after launch
-// instead of after the scan and a lookup, and the scan deals out only the rest. With one entry for nearly
-// every sub-group (three quarters or more), the first kDirectUnits of each: entries of a unit or two (2,000
-// of 12,345 bytes on 2,112 sub-groups) are then copied whole with no scan at all, where the scan and the
-// lookups before each entry's second unit held `odd` to 0.80 of what equal shares per warp reach (the
-// oracle, docs/bench-history.md). Fewer entries: none (0); the scan deals out every unit.
+// Units at the start of each entry that the direct build's pass (copy_direct_units) copies before any scan,
+// for a batch of n entries on a grid of `subgroups` sub-groups: with at least one entry per sub-group, the
+// first unit of each, as copy_first_units; with one entry for nearly every sub-group (three quarters or
+// more), the first kDirectUnits of each. Entries of a unit or two (2,000 of 12,345 bytes on 2,112
+// sub-groups) are then copied whole with no scan at all, where the scan and the lookups before each entry's
+// second unit held `odd` to 0.76 of cudaMemcpyAsync (0.90 with the pass, H200). Fewer entries: none (0).
+// That pass lives in a kernel build of its own (run_tiles<true>), which the launchers pick by this count
+// for batch_memcpy: `tiny` never runs it, yet in the tile build it cost `tiny` 4 % on an H200, and the
+// two passes side by side, the first-unit one exactly as before, 6 % (0.84 against 0.90).
 constexpr u64 kDirectUnits = XSC_DIRECT_UNITS;
-XSC_FN u64 direct_units(i64 n, i64 subgroups) {
+XSC_HOST_FN u64 direct_units(i64 n, i64 subgroups) {
   if (n >= subgroups) return 1;
   return kDirectUnits > 0 && 4 * n >= 3 * subgroups ? kDirectUnits : 0;
 }
 
-// The first `units` units of entries w, w + subgroups, ... (w: the calling sub-group's index in the grid),
-// straight from the tables, a plain slice's in one piece. Before its last copy (or at once, when it has no
-// entry) each work-item also asks for the size words of its entries at .. at + kItems - 1 (of the first
-// tile, for the vote that follows), so that they arrive while the copy runs.
+// The first `units` units of entries w, w + subgroups, ..., as copy_first_units does the first; a sub-group
+// with no entry (fewer entries than sub-groups) only asks for its work-items' size words.
 template <class Source>
 XSC_FN void ask_size_words(const Source& src, i64 n, i64 at, i64 (&words)[kItems]) {
 #pragma unroll
@@ -124,26 +148,32 @@ XSC_FN void copy_direct_units(G& g, const Source& src, i64 n, u64 units, i64 at,
 // scan puts each entry's running unit total in g.scratch() (local_size() * kItems values); each sub-group
 // then takes its share of the group's units (share_of) and finds each unit's entry there (place_of, all
 // its lanes probing at once), the next one found before the current one is copied.
-template <class G, class Source>
+// Direct: the build with the direct pass (direct_units); without, only batches with an entry for every
+// sub-group copy their first units before the scan.
+template <bool Direct = false, class G, class Source>
 XSC_FN void run_tiles(G& g, const Source& src, i64 n) {
   const i64 groups = g.num_groups();
   const i64 tile = g.local_size() * kItems;
   const TileEnds ends = {g.scratch(), g.local_size()};
-  const u64 skipped = direct_units(n, groups * g.num_sgs());  // units at the start of each entry copied first
+  const i64 subgroups = groups * g.num_sgs();
+  // Units at the start of each entry copied first.
+  const u64 skipped = Direct ? direct_units(n, subgroups) : (n >= subgroups ? 1 : 0);
   i64 from = 0;  // the first tile that may have units left
   if (skipped) {
-    // After the direct pass a tile often has nothing left (4096 entries of 4 KiB, 2,000 of 12 KiB). One group vote says
-    // so for a fraction of what the scan, its barriers and its lookups cost (tiny: docs/tuning-rounds-4-7.md).
+    // After those copies a tile often has nothing left (4096 entries of 4 KiB, 2,000 of 12 KiB). One group
+    // vote says so for a fraction of what the scan, its barriers and its lookups cost (tiny:
+    // docs/tuning-rounds-4-7.md).
     // For the first tile it votes on size words asked for before the last copy: for pointer tables the sizes
     // themselves, so that no trip to memory comes after that copy.
     const i64 at = g.local_id() * kItems;
     i64 words[kItems];
 #pragma unroll
     for (int k = 0; k < kItems; ++k) words[k] = 0;
-    copy_direct_units(g, src, n, skipped, at, words);
+    if constexpr (Direct) copy_direct_units(g, src, n, skipped, at, words);
+    else copy_first_units(g, src, n, at, words);
     bool left = false;
 #pragma unroll
-    for (int k = 0; k < kItems; ++k) left = left || (at + k < n && src.units_of_word(words[k]) > (i64)skipped);
+    for (int k = 0; k < kItems; ++k) left = left || (at + k < n && src.units_of_word(words[k]) > (Direct ? (i64)skipped : 1));
     if (!g.any(left)) from = tile;  // every group votes alike, so every group skips it (skew stays 0)
   }
   // `skew` is (units of all tiles so far) % groups: the group that owns a tile's first unit. Kept up to

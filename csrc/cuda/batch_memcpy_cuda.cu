@@ -18,7 +18,8 @@ using xsc_cuda::copy_states_kernel;
 
 // The grid of a kernel build (the resident blocks of the whole GPU; see prepare_small_launch for the
 // small-batch builds), worked out once per device and build. Builds of one op share a type, so `Build` tells
-// their caches apart: 0 a tile build, 1 a small-batch build, 2 the spec-decode tile build without records.
+// their caches apart: 0 a tile build, 1 a small-batch build, 2 the spec-decode tile build without records
+// (the direct build of batch_memcpy takes its tile build's grid).
 template <int Build, class Kernel>
 int launch_blocks(Kernel kernel, int device) {
   static int cached[64] = {0};
@@ -29,10 +30,11 @@ int launch_blocks(Kernel kernel, int device) {
   return blocks;
 }
 
-// The build of a kernel that a batch of `entries` takes, on the current stream.
+// The build of a kernel that a batch of `entries` takes, on the current stream (`direct`: `tiles` for a
+// kernel with no direct build).
 template <class Kernel, class... Args>
-void launch_build(Kernel tiles, Kernel small, int device, int64_t entries, Args... args) {
-  xsc_cuda::launch_for_batch(tiles, launch_blocks<0>(tiles, device), small, launch_blocks<1>(small, device),
+void launch_build(Kernel tiles, Kernel direct, Kernel small, int device, int64_t entries, Args... args) {
+  xsc_cuda::launch_for_batch(tiles, direct, launch_blocks<0>(tiles, device), small, launch_blocks<1>(small, device),
                              c10::cuda::getCurrentCUDAStream(), entries, args...);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
@@ -41,7 +43,8 @@ void cuda_batch_memcpy(const at::Tensor& src_ptrs, const at::Tensor& dst_ptrs, c
   const xsc::BatchMemcpyShape shape = xsc::check_batch_memcpy_args(src_ptrs, dst_ptrs, sizes);
   if (shape.count == 0) return;
   const c10::cuda::CUDAGuard guard(src_ptrs.device());
-  launch_build(batch_memcpy_kernel<false>, batch_memcpy_kernel<true>, src_ptrs.device().index(), shape.count,
+  launch_build(batch_memcpy_kernel<false>, batch_memcpy_kernel<false, true>, batch_memcpy_kernel<true>,
+               src_ptrs.device().index(), shape.count,
                reinterpret_cast<const xsc::u64*>(src_ptrs.data_ptr()),
                reinterpret_cast<const xsc::u64*>(dst_ptrs.data_ptr()), static_cast<const void*>(sizes.data_ptr()),
                shape.sizes_are_64bit ? 1 : 0, static_cast<xsc::i64>(shape.count));
@@ -53,7 +56,8 @@ void cuda_copy_states(at::TensorList states, at::IntArrayRef kinds, const at::Te
   if (shape.requests == 0) return;
   const c10::cuda::CUDAGuard guard(states[0].device());
   const at::Tensor plan = xsc::device_state_plan(states, kinds);
-  launch_build(copy_states_kernel<false>, copy_states_kernel<true>, states[0].device().index(),
+  launch_build(copy_states_kernel<false>, copy_states_kernel<false>, copy_states_kernel<true>,
+               states[0].device().index(),
                shape.requests * shape.states, reinterpret_cast<const xsc::i64*>(plan.data_ptr<int64_t>()),
                static_cast<xsc::i64>(shape.states), static_cast<const void*>(src_blocks.data_ptr()),
                static_cast<const void*>(dst_blocks.data_ptr()), static_cast<const void*>(shifts.data_ptr()),
@@ -66,7 +70,8 @@ void launch_spec_decode(const at::Tensor& first_state, const xsc::SpecDecodeCall
   if (call.source.count() == 0) return;
   const int device = first_state.device().index();
   if (call.source.records_fit()) {
-    launch_build(xsc_cuda::spec_decode_kernel<false>, xsc_cuda::spec_decode_kernel<true>, device,
+    launch_build(xsc_cuda::spec_decode_kernel<false>, xsc_cuda::spec_decode_kernel<false>,
+                 xsc_cuda::spec_decode_kernel<true>, device,
                  call.source.count(), call.source, call.counts_out, call.copy_rest ? 1 : 0);
   } else {  // more rows than a block's records hold: the tile build that reads every span from global memory
     const auto kernel = xsc_cuda::spec_decode_kernel<false, false>;

@@ -150,23 +150,28 @@ inline cudaError_t prepare_small_launch(Kernel kernel, int device, int* blocks) 
 // Small a batch the small-batch schedule does not fit (launch_for_batch asks small_batch_fits with the
 // Small grid), and Small carries no tile path (the SYCL kernel does: its launcher asks the sub-group size).
 // SmallUnroll16: the 16-byte loads in flight of the Small build (copy_routine.h); the other keeps kUnroll.
-template <bool Small, int SmallUnroll16, class Source>
+// Direct: the tile build with the direct pass (batch_schedule.h's direct_units).
+template <bool Small, int SmallUnroll16, class Source, bool Direct = false>
 __device__ __forceinline__ void run_kernel_body(Source& source) {
   extern __shared__ xsc::u64 table[];  // table_bytes(blockDim.x), given at launch
   __shared__ xsc::i64 warp_sums[kThreads / kWarp];
   CudaGroup<Small ? SmallUnroll16 : xsc::kUnroll, !Small> g{table, warp_sums};
   if (Small) xsc::run_small_batch(g, source, source.count());
+  else if (Direct) xsc::run_tiles<true>(g, source, source.count());
   else xsc::run_large_batch(g, source);
 }
 
-// Launches the build of a kernel (tile-only or small-batch) that a batch of `entries` takes, on the grids
-// prepare_launch and prepare_small_launch worked out for them. The torch binding and the sweep both call it,
-// so the sweep times what the op runs.
+// Launches the build of a kernel (tile-only, tile with the direct pass, or small-batch) that a batch of
+// `entries` takes, on the grids prepare_launch and prepare_small_launch worked out for them (the direct
+// build, as wide and as bounded as the tile build, shares its grid). The torch binding and the sweep both
+// call it, so the sweep times what the op runs. A kernel with no direct build passes `tiles` twice.
 template <class Kernel, class... Args>
-inline void launch_for_batch(Kernel tiles, int tile_blocks, Kernel small, int small_blocks, cudaStream_t stream,
-                             long long entries, Args... args) {
+inline void launch_for_batch(Kernel tiles, Kernel direct, int tile_blocks, Kernel small, int small_blocks,
+                             cudaStream_t stream, long long entries, Args... args) {
   if (xsc::small_batch_fits(entries, kWarp, (long long)small_blocks * (kSmallThreads / kWarp)))
     small<<<small_blocks, kSmallThreads, table_bytes(kSmallThreads), stream>>>(args...);
+  else if (xsc::direct_units(entries, (long long)tile_blocks * (kThreads / kWarp)) > 1)
+    direct<<<tile_blocks, kThreads, kTableBytes, stream>>>(args...);
   else
     tiles<<<tile_blocks, kThreads, kTableBytes, stream>>>(args...);
 }
@@ -177,11 +182,11 @@ constexpr int kBoundThreads = Small ? kSmallThreads : kThreads;
 template <bool Small>
 constexpr int kBoundBlocks = Small ? kSmallMinBlocks : XSC_CUDA_MIN_BLOCKS;
 
-template <bool Small>
+template <bool Small, bool Direct = false>
 __global__ void __launch_bounds__(kBoundThreads<Small>, kBoundBlocks<Small>) batch_memcpy_kernel(
     const xsc::u64* src, const xsc::u64* dst, const void* sizes, int sizes_are_64bit, xsc::i64 n) {
   xsc::PointerTableSource source{src, dst, sizes, sizes_are_64bit, n};
-  run_kernel_body<Small, xsc::kSmallUnroll16>(source);
+  run_kernel_body<Small, xsc::kSmallUnroll16, xsc::PointerTableSource, Direct>(source);
 }
 
 template <bool Small>

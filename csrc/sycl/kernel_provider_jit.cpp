@@ -35,6 +35,7 @@ Kernels build_kernels(const sycl::context& context, sycl::device device) {
     auto executable = syclexp::build(source, std::vector<sycl::device>{device});
     return Kernels{executable.ext_oneapi_get_kernel("xsc_batch_memcpy"),
                    executable.ext_oneapi_get_kernel("xsc_batch_memcpy_small"),
+                   executable.ext_oneapi_get_kernel("xsc_batch_memcpy_direct"),
                    executable.ext_oneapi_get_kernel("xsc_copy_states"),
                    executable.ext_oneapi_get_kernel("xsc_copy_states_small"),
                    executable.ext_oneapi_get_kernel("xsc_spec_decode"),

@@ -1,6 +1,6 @@
 #include "launcher.h"
 
-#include "small_batch.h"
+#include "batch_schedule.h"  // small_batch_fits, direct_units: which build a batch takes
 
 #include <algorithm>
 #include <mutex>
@@ -16,14 +16,16 @@ struct Launchable {
   size_t global;  // work-items in all (resident groups x local)
 };
 
-// A kernel's two builds (launcher.h's Kernels), and what picks one for a batch: the sub-groups of the
-// small build's grid and their size, as the device reports them for that kernel.
+// A kernel's builds (launcher.h's Kernels; `direct` is `tiles` for a kernel with no direct build), and what
+// picks one for a batch: the sub-groups of the small and the tile builds' grids and their size, as the
+// device reports them for the small build.
 struct KernelPair {
-  Launchable tiles, small;
-  int64_t sg_size, subgroups;
+  Launchable tiles, small, direct;
+  int64_t sg_size, subgroups, tile_subgroups;
 
   Launchable for_batch(int64_t entries) const {
-    return xsc::small_batch_fits(entries, sg_size, subgroups) ? small : tiles;
+    if (xsc::small_batch_fits(entries, sg_size, subgroups)) return small;
+    return xsc::direct_units(entries, tile_subgroups) > 1 ? direct : tiles;
   }
 };
 
@@ -70,10 +72,16 @@ Launchable launchable(const sycl::device& device, const sycl::kernel& kernel) {
   return Launchable{kernel, local, local * launch_groups(device)};
 }
 
-KernelPair kernel_pair(const sycl::device& device, const sycl::kernel& tiles, const sycl::kernel& small) {
-  KernelPair p{launchable(device, tiles), launchable(device, small), 1, 0};
+KernelPair kernel_pair(const sycl::device& device, const sycl::kernel& tiles, const sycl::kernel& small,
+                       const sycl::kernel& direct) {
+  KernelPair p{launchable(device, tiles), launchable(device, small), launchable(device, direct), 1, 0, 0};
   p.sg_size = std::max<int64_t>(1, small.get_info<sycl::info::kernel_device_specific::max_sub_group_size>(device));
-  p.subgroups = (int64_t)(p.small.global / std::max<size_t>(1, std::min<size_t>(p.small.local, (size_t)p.sg_size)));
+  const auto subgroups = [&](const Launchable& l) {
+    return (int64_t)(l.global / std::max<size_t>(1, std::min<size_t>(l.local, (size_t)p.sg_size)));
+  };
+  p.subgroups = subgroups(p.small);
+  // The direct build decides on the device again from its own grid, so a wrong guess costs speed, not bytes.
+  p.tile_subgroups = subgroups(p.direct);
   return p;
 }
 
@@ -93,9 +101,10 @@ CachedKernels prepared_for(const sycl::queue& queue) {
   for (const CachedKernels& c : cache())
     if (c.context == context && c.device == device) return c;
   const Kernels k = build_kernels(context, device);
-  cache().push_back(CachedKernels{context, device, kernel_pair(device, k.batch_memcpy, k.batch_memcpy_small),
-                                  kernel_pair(device, k.copy_states, k.copy_states_small),
-                                  kernel_pair(device, k.spec_decode, k.spec_decode_small),
+  cache().push_back(CachedKernels{context, device,
+                                  kernel_pair(device, k.batch_memcpy, k.batch_memcpy_small, k.batch_memcpy_direct),
+                                  kernel_pair(device, k.copy_states, k.copy_states_small, k.copy_states),
+                                  kernel_pair(device, k.spec_decode, k.spec_decode_small, k.spec_decode),
                                   launchable(device, k.spec_decode_global), spec_local_fits(device)});
   return cache().back();
 }

@@ -39,9 +39,10 @@ sycl::event launch_copy_states(sycl::queue& queue, const CopyStatesArgs& args);
 sycl::event launch_spec_decode(sycl::queue& queue, const xsc::SpecDecodeSource& source, int* counts_out,
                                bool copy_rest);
 
-// Each kernel in its two builds: the tile schedule alone, and `_small` for small batches (small_batch.h).
+// Each kernel in its two builds: the tile schedule alone, and `_small` for small batches (small_batch.h);
+// batch_memcpy also with the direct pass (`_direct`, batch_schedule.h's direct_units).
 struct Kernels {
-  sycl::kernel batch_memcpy, batch_memcpy_small;
+  sycl::kernel batch_memcpy, batch_memcpy_small, batch_memcpy_direct;
   sycl::kernel copy_states, copy_states_small;
   sycl::kernel spec_decode, spec_decode_small;
   sycl::kernel spec_decode_global;  // the tile build reading every span from global memory (many rows)
