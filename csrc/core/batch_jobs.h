@@ -63,8 +63,7 @@ struct Job {
 };
 
 // Unit `unit` of entry `e` (whose span is `s`) as a job; of a plain slice, also the `units` - 1 units after
-// it, as one job (batch_schedule.h's direct pass, which copies it unit by unit: unit_of_job; a general unit
-// stays one unit).
+// it, as one piece (batch_schedule.h's direct pass; a general unit stays one unit).
 XSC_FN Job job_of(const Span& s, i64 e, u64 unit, u64 units = 1) {
   Job job;
   if (s.rows == 1 && !ranges_overlap(s.src, s.dst, s.row_bytes)) {
@@ -78,20 +77,6 @@ XSC_FN Job job_of(const Span& s, i64 e, u64 unit, u64 units = 1) {
     job.dst = unit;
     job.len = units_of(s.rows, s.row_bytes) > (i64)unit ? kGeneralUnit : 0;
   }
-  return job;
-}
-
-// Unit u of a job that job_of made of several: for a slice its u-th kChunkBytes, for a general unit the
-// entry's unit u after the job's.
-XSC_FN Job unit_of_job(Job job, u64 u) {
-  if (job.len == kGeneralUnit) {
-    job.dst += u;
-    return job;
-  }
-  const i64 off = (i64)u * kChunkBytes, rest = (i64)job.len - off;
-  job.src += (u64)off;
-  job.dst += (u64)off;
-  job.len = rest <= 0 ? 0 : (int)(rest < kChunkBytes ? rest : kChunkBytes);
   return job;
 }
 
