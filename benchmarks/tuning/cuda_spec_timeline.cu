@@ -5,7 +5,8 @@
 // requests, 36 layers x (48 KiB conv with 3 tokens + 1 MiB temporal), MTP 1 - 3, every other request
 // crossing a block boundary; its draws come from a generator of its own, so its spans are not the bench's.
 // Every byte of every span is checked for both kernels. The marks take registers (they made the spec
-// kernel spill), so -DSPEC_TIMES_ONLY builds the same program without them and prints the times alone. On a CUDA GPU:
+// kernel spill), so -DSPEC_TIMES_ONLY builds the same program without them and prints the times alone.
+// On a CUDA GPU:
 //   nvcc -std=c++17 -O3 -arch=sm_90 -Icsrc/core -Icsrc/cuda benchmarks/tuning/cuda_spec_timeline.cu -o st && ./st
 #ifdef SPEC_TIMES_ONLY
 #include "cuda_bench_common.cuh"
