@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "batch_schedule.h"
@@ -101,6 +102,27 @@ struct HostLane {
     return total > 0;
   }
 };
+
+// Runs body(g) on every work-item of `groups` groups of `sgs` sub-groups of `lanes` work-items, a group at a
+// time, each work-item a host thread with the tile builds' adapter; local memory as large as the kernels'
+// tables (kMaxGroupSize x kItems values, whatever the group's width).
+template <class Body>
+void run_groups(i64 groups, i64 sgs, int lanes, const Body& body) {
+  HostGroup host(sgs, lanes);
+  std::vector<u64> local((size_t)(kMaxGroupSize * kItems), ~0ull);
+  std::vector<std::thread> threads;
+  for (i64 t = 0; t < sgs * lanes; ++t)
+    threads.emplace_back([&, t] {
+      const i64 sg = t / lanes, lane = t % lanes;
+      for (i64 group = 0; group < groups; ++group) {
+        HostLane<kUnroll, true> g{&host, host.subgroups[(size_t)sg].get(), groups, sgs, group, sg, lane,
+                                  local.data()};
+        body(g);
+        host.all.wait();
+      }
+    });
+  for (std::thread& t : threads) t.join();
+}
 
 // A batch given as spans, the way the computed sources (copy_states, spec-decode) are read: with
 // Spread, as those are (each span worked out whole, spread thin in a short tile); without, as pointer

@@ -7,7 +7,6 @@
 // vLLM's kernels elsewhere (tests/test_spec_decode.py); here the precopy mode gives each row its columns
 // and bias directly. Built with the real 8 KiB units and with 96-byte ones.
 #include <cstdio>
-#include <thread>
 
 #include "host_group.h"
 #include "spec_decode_schedule.h"
@@ -86,20 +85,7 @@ bool run_case(int c) {
   const i64* plan_read = source.fill_local(0, 1, records.data(), plan_words.data());
   const SpecDecodeRecordSource from_records{source, records.data(), plan_read};
 
-  HostGroup host(sgs, lanes);
-  std::vector<u64> local((size_t)(kMaxGroupSize * kItems), ~0ull);  // as the kernels' tables
-  std::vector<std::thread> threads;
-  for (i64 t = 0; t < sgs * lanes; ++t)
-    threads.emplace_back([&, t] {
-      const i64 sg = t / lanes, lane = t % lanes;
-      for (i64 group = 0; group < groups; ++group) {
-        HostLane<kUnroll, true> g{&host, host.subgroups[(size_t)sg].get(), groups, sgs, group, sg, lane,
-                                  local.data()};
-        run_large_batch(g, from_records);
-        host.all.wait();
-      }
-    });
-  for (std::thread& t : threads) t.join();
+  run_groups(groups, sgs, lanes, [&](auto& g) { run_large_batch(g, from_records); });
   for (i64 j = 0; j < states; ++j) {
     if (pools[(size_t)j] == expect[(size_t)j]) continue;
     std::printf("case %d FAIL: %d lanes x %lld sub-groups x %lld groups, %lld rows x %lld states: state %lld "

@@ -5,7 +5,6 @@
 // the groups run one after another (they share nothing but the batch), and each case checks every byte
 // against a memmove reference. Built with the real 8 KiB units and with 96-byte ones.
 #include <cstdio>
-#include <thread>
 
 #include "host_group.h"
 
@@ -24,21 +23,8 @@ bool run_case(int c) {
   const bool small_units = kChunkBytes < 1024;
   HostBatch batch(n, kDirectUnits + 1, small_units ? 12 : 4);
 
-  HostGroup host(sgs, lanes);
-  std::vector<u64> local((size_t)(sgs * lanes * kItems), ~0ull);
   const SpanList<Spread> source{&batch.spans};
-  std::vector<std::thread> threads;
-  for (i64 t = 0; t < sgs * lanes; ++t)
-    threads.emplace_back([&, t] {
-      const i64 sg = t / lanes, lane = t % lanes;
-      for (i64 group = 0; group < groups; ++group) {
-        HostLane<kUnroll, true> g{&host, host.subgroups[(size_t)sg].get(), groups, sgs, group, sg, lane,
-                                  local.data()};
-        run_tiles<Direct>(g, source, n);
-        host.all.wait();
-      }
-    });
-  for (std::thread& t : threads) t.join();
+  run_groups(groups, sgs, lanes, [&](auto& g) { run_tiles<Direct>(g, source, n); });
   const i64 wrong = batch.first_wrong_entry();
   if (wrong < 0) return true;
   std::printf("case %d FAIL (%s scan, %s build): %d lanes x %lld sub-groups x %lld groups, %lld entries (%llu"
