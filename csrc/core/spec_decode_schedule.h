@@ -4,13 +4,14 @@
 //
 // Why not the tile schedule: its group scan counts every entry's units before the first copy, and here each
 // count is a span worked out from the plan and a record. On an H200 the bench's spec-decode step knew its
-// first job 8.6 µs after launch against 3.0 µs for the same spans as pointer tables, and came out 1.6 %
-// behind those tables (docs/performance.md). But no state's copy is longer than its unshifted block (a
-// shift only drops bytes), so the plan carries each state's unit bound (kSpecUnitsBefore), and a row that
-// copies takes at most row_units units. Unit v of the copying rows is then found from v alone: the row is
-// v / row_units in the list of rows that copy, the state the one whose bounds hold v's rest. The only
-// work before the first copy is that list: one group scan over the rows' records, not over every entry.
-// A unit past a state's actual units (a shifted conv state's last) copies nothing.
+// first job 8.6 µs after launch against 3.0 µs for the same spans as pointer tables, and took 2.7 % longer
+// than those tables (1.1 % with this schedule; torch-free, docs/performance.md). No state's copy is
+// longer than its unshifted block (a shift only drops bytes), so the plan carries each state's unit bound
+// (kSpecUnitsBefore), and a row that copies takes at most row_units units. Unit v of the copying rows is
+// then found from v alone: the row is v / row_units in the list of rows that copy, the state the one whose
+// bounds hold v's rest. The only work before the first copy is that list: one group scan over the rows'
+// records, not over every entry. A unit past a state's actual units (a shifted conv state's last) copies
+// nothing.
 #pragma once
 
 #include "batch_schedule.h"
