@@ -102,7 +102,7 @@ XSC_FN void copy_first_units(G& g, const Source& src, i64 n, i64 at, i64 (&words
 // first unit of each, as copy_first_units; with one entry for nearly every sub-group (three quarters or
 // more), the first kDirectUnits of each. Entries of a unit or two (2,000 of 12,345 bytes on 2,112
 // sub-groups) are then copied whole with no scan at all, where the scan and the lookups before each entry's
-// second unit held `odd` to 0.76 of cudaMemcpyAsync (0.90 with the pass, H200). Fewer entries: none (0).
+// second unit held `odd` to 0.76 of cudaMemcpyAsync (0.93 with the pass, H200). Fewer entries: none (0).
 // That pass lives in a kernel build of its own (run_tiles<true>), which the launchers pick by this count
 // for batch_memcpy: `tiny` never runs it, yet in the tile build it cost `tiny` 4 % on an H200, and the
 // two passes side by side, the first-unit one exactly as before, 6 % (0.84 against 0.90).
