@@ -69,6 +69,14 @@ XSC_FN void copy_share(G& g, const Source& src, const SubgroupShare& sh, u64 gro
 // (docs/tuning-rounds-4-7.md, "Sixth round"), so the tile loop and the small-batch schedule copy plainly.
 constexpr bool kStreamFirstUnits = true;
 
+// The size words of entries at .. at + kItems - 1 (none past n), for the vote after the passes below.
+template <class Source>
+XSC_FN void ask_size_words(const Source& src, i64 n, i64 at, i64 (&words)[kItems]) {
+#pragma unroll
+  for (int k = 0; k < kItems; ++k)
+    if (at + k < n) words[k] = src.size_word(at + k);
+}
+
 // Unit 0 of entries w, w + subgroups, ... (w: the calling sub-group's index in the grid), straight from the
 // tables: no scan needed. Used when entries outnumber sub-groups, so that every sub-group starts copying one
 // trip to the tables after launch instead of after the scan and a lookup; the scan then deals out the other
@@ -81,13 +89,8 @@ XSC_FN void copy_first_units(G& g, const Source& src, i64 n, i64 at, i64 (&words
   Job job = job_of(src.span(w), w, 0);
   for (i64 e = w; e < n; e += subgroups) {
     Job next = {0, 0, 0};
-    if (e + subgroups < n) {
-      next = job_of(src.span(e + subgroups), e + subgroups, 0);
-    } else {
-#pragma unroll
-      for (int k = 0; k < kItems; ++k)
-        if (at + k < n) words[k] = src.size_word(at + k);
-    }
+    if (e + subgroups < n) next = job_of(src.span(e + subgroups), e + subgroups, 0);
+    else ask_size_words(src, n, at, words);
     run_job<kStreamFirstUnits>(g, src, job);
     XSC_MARK(kMarkUnitDone, 0);
     job = next;
@@ -114,12 +117,6 @@ XSC_HOST_FN u64 direct_units(i64 n, i64 subgroups) {
 
 // The first `units` units of entries w, w + subgroups, ..., as copy_first_units does the first; a sub-group
 // with no entry (fewer entries than sub-groups) only asks for its work-items' size words.
-template <class Source>
-XSC_FN void ask_size_words(const Source& src, i64 n, i64 at, i64 (&words)[kItems]) {
-#pragma unroll
-  for (int k = 0; k < kItems; ++k)
-    if (at + k < n) words[k] = src.size_word(at + k);
-}
 template <class G, class Source>
 XSC_FN void copy_direct_units(G& g, const Source& src, i64 n, u64 units, i64 at, i64 (&words)[kItems]) {
   const i64 subgroups = g.num_groups() * g.num_sgs();
@@ -173,7 +170,8 @@ XSC_FN void run_tiles(G& g, const Source& src, i64 n) {
     else copy_first_units(g, src, n, at, words);
     bool left = false;
 #pragma unroll
-    for (int k = 0; k < kItems; ++k) left = left || (at + k < n && src.units_of_word(words[k]) > (Direct ? (i64)skipped : 1));
+    for (int k = 0; k < kItems; ++k)
+      left = left || (at + k < n && src.units_of_word(words[k]) > (Direct ? (i64)skipped : 1));
     if (!g.any(left)) from = tile;  // every group votes alike, so every group skips it (skew stays 0)
   }
   // `skew` is (units of all tiles so far) % groups: the group that owns a tile's first unit. Kept up to
@@ -228,7 +226,8 @@ XSC_FN void run_large_batch(G& g, const Source& src) {
 
 // The whole batch, called by every work-item of every group. `Source` yields count() and span(i). The
 // choice depends only on the batch and the grid, so every work-item takes the same path (run_tiles has
-// group barriers). The kernels built for batches that are not small call run_tiles directly.
+// group barriers). The kernels built for batches that are not small call run_large_batch (or, batch_memcpy's
+// direct build, run_tiles<true>) directly.
 template <class G, class Source>
 XSC_FN void run_batch(G& g, const Source& src) {
   const i64 n = src.count();

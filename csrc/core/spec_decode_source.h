@@ -241,12 +241,9 @@ struct SpecDecodeRecordSource {
   const SpecRowRecord* records;  // [rows][tables]
   const i64* plan;               // the plan's state fields: local memory, or the plan itself (plan_fits)
 
+  // count() and span() are all its schedules read (small_batch.h, spec_decode_schedule.h): it never takes
+  // the tile schedule.
   XSC_FN i64 count() const { return source.count(); }
-  static constexpr bool kSpreadScan = true;
-  template <class G>
-  XSC_FN void prefetch(const G&, i64) const {}
-  XSC_FN i64 size_word(i64 i) const { return i; }
-  XSC_FN i64 units_of_word(i64 i) const { return units_of_entry(*this, i); }
   XSC_FN Span span(i64 i) const {
     const i64 r = (i64)quotient((u64)i, (u64)source.states), j = i - r * source.states;
     const i64* p = plan + j * kSpecStateFields;

@@ -157,7 +157,7 @@ __device__ __forceinline__ void run_kernel_body(Source& source) {
   __shared__ xsc::i64 warp_sums[kThreads / kWarp];
   CudaGroup<Small ? SmallUnroll16 : xsc::kUnroll, !Small> g{table, warp_sums};
   if (Small) xsc::run_small_batch(g, source, source.count());
-  else if (Direct) xsc::run_tiles<true>(g, source, source.count());
+  else if constexpr (Direct) xsc::run_tiles<true>(g, source, source.count());
   else xsc::run_large_batch(g, source);
 }
 

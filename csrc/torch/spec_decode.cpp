@@ -74,7 +74,9 @@ void table_fields(const at::Tensor& b, int64_t* f) {
   f[kTableRowStride] = b.stride(0);
 }
 
-at::Tensor host_plan(at::TensorList states, at::IntArrayRef kinds, at::IntArrayRef groups, at::TensorList tables) {
+// The plan; `row_units` gets the states' unit bounds summed (SpecDecodeSource::row_units).
+at::Tensor host_plan(at::TensorList states, at::IntArrayRef kinds, at::IntArrayRef groups, at::TensorList tables,
+                     int64_t* row_units) {
   const int64_t n = (int64_t)states.size() * kSpecStateFields + (int64_t)tables.size() * kSpecTableFields;
   at::Tensor plan = at::empty({n}, at::TensorOptions().dtype(at::kLong));
   int64_t* p = plan.data_ptr<int64_t>();
@@ -103,6 +105,7 @@ at::Tensor host_plan(at::TensorList states, at::IntArrayRef kinds, at::IntArrayR
     p[kSpecUnitsBefore] = units_before;  // a shift only shortens rows, so these bound every step's units
     units_before += units_of(p[kSpecRows], p[kSpecRowBytes]);
   }
+  *row_units = units_before;
   for (const at::Tensor& b : tables) {
     table_fields(b, p);
     p += kSpecTableFields;
@@ -123,12 +126,12 @@ SpecDecodeCall make_call(at::TensorList states, at::IntArrayRef kinds, at::IntAr
               " entries (with no idx_mapping, row r is request r)");
   }
   SpecDecodeCall call;
-  const at::Tensor plan = host_plan(states, kinds, groups, tables);
-  call.plan = cached_device_plan(plan, on_device ? device : at::Device(at::kCPU));
+  int64_t row_units = 0;
+  call.plan = cached_device_plan(host_plan(states, kinds, groups, tables, &row_units),
+                                 on_device ? device : at::Device(at::kCPU));
   SpecDecodeSource& s = call.source;
   std::memset(&s, 0, sizeof(s));
-  const int64_t* last = plan.data_ptr<int64_t>() + ((int64_t)states.size() - 1) * kSpecStateFields;
-  s.row_units = last[kSpecUnitsBefore] + units_of(last[kSpecRows], last[kSpecRowBytes]);
+  s.row_units = row_units;
   s.plan = reinterpret_cast<const i64*>(call.plan.data_ptr<int64_t>());
   s.states = (i64)states.size();
   s.tables = (i64)tables.size();
