@@ -11,46 +11,12 @@
 #include <string>
 
 #include "cuda_bench_common.cuh"
+#include "cuda_state_plans.cuh"
 
 __global__ void __launch_bounds__(xsc_cuda::kThreads, XSC_CUDA_MIN_BLOCKS)
     flat_copy(const xsc::Word16* src, xsc::Word16* dst, long long words) {
   flat_copy_body(src, dst, words);
 }
-
-// The copy_states kernel on the batch's layout: entry i is state i of one request, copied from block 0 to
-// block 1 of a pool whose block 1 is the entry's destination (the block stride is the distance from source
-// to destination, wrapping in uint64 when the destination lies lower). Whole-block states, no shift.
-struct StatePlans {
-  std::vector<long long*> plans;
-  long long* ids;  // src block 0, dst block 1, shift 0: one request
-
-  StatePlans(const BatchBuffers& buf, const std::vector<long long>& sizes) : plans(buf.src.size()) {
-    const size_t fields = xsc::kPlanFields;
-    for (size_t k = 0; k < plans.size(); ++k) {
-      std::vector<long long> host(buf.n * fields, 0);
-      for (size_t i = 0; i < buf.n; ++i) {
-        long long* p = host.data() + i * fields;
-        const unsigned long long src = buf.host_tables[k][i], dst = buf.host_tables[k][buf.n + i];
-        p[xsc::kBase] = (long long)src;
-        p[xsc::kBlockStride] = (long long)(dst - src);
-        p[xsc::kBlocks] = 2;
-        p[xsc::kRows] = 1;
-        p[xsc::kRowBytes] = sizes[i];
-      }
-      CHECK(cudaMalloc(&plans[k], host.size() * 8));
-      CHECK(cudaMemcpy(plans[k], host.data(), host.size() * 8, cudaMemcpyHostToDevice));
-    }
-    const long long host_ids[3] = {0, 1, 0};
-    CHECK(cudaMalloc(&ids, sizeof host_ids));
-    CHECK(cudaMemcpy(ids, host_ids, sizeof host_ids, cudaMemcpyHostToDevice));
-  }
-  StatePlans(const StatePlans&) = delete;  // owns device memory
-  StatePlans& operator=(const StatePlans&) = delete;
-  ~StatePlans() {
-    for (long long* p : plans) CHECK(cudaFree(p));
-    CHECK(cudaFree(ids));
-  }
-};
 
 // The flat copy, but every work-item first reads three 8-byte values (zero) from `zeros` and adds them to
 // its addresses: warp w reads slot w of three tables, as the batch kernel's sub-group w reads entry w of the
@@ -153,14 +119,9 @@ int main() {
     if (std::string(w.name) != "step" && std::string(w.name) != "step_p" && std::string(w.name) != "step16") continue;
     // The same batch through copy_states (one request of n whole-block states): its own build and registers.
     StatePlans states(buf, w.sizes);
-    auto launch_states = [&](int k) {
-      xsc_cuda::launch_for_batch(xsc_cuda::copy_states_kernel<false>, xsc_cuda::copy_states_kernel<false>,
-                                 state_blocks, xsc_cuda::copy_states_kernel<true>, state_small_blocks, 0, (long long)n,
-                                 (const xsc::i64*)states.plans[k], (xsc::i64)n, (const void*)states.ids,
-                                 (const void*)(states.ids + 1), (const void*)(states.ids + 2), 1, (xsc::i64)1);
-    };
+    auto run_states = [&](int k) { launch_states(buf, states, k, state_blocks, state_small_blocks); };
     long long bad_states = 0;
-    const float ms_states = checked_median_ms(buf, w.sizes, launch_states, &bad_states);
+    const float ms_states = checked_median_ms(buf, w.sizes, run_states, &bad_states);
     print_result("states", n, total, ms_states, roof, "copy_states", bad_states);
   }
   CHECK(cudaFree(sink));
