@@ -126,10 +126,12 @@ void run_groups(i64 groups, i64 sgs, int lanes, const Body& body) {
 
 // A batch given as spans, the way the computed sources (copy_states, spec-decode) are read: with
 // Spread, as those are (each span worked out whole, spread thin in a short tile); without, as pointer
-// tables are.
+// tables are. `extra`, where given, adds units to each entry's unit_bound, as copy_states' bounds do for a
+// shifted state's units (or for one whose block ids leave nothing to copy).
 template <bool Spread>
 struct SpanList {
   const std::vector<Span>* spans;
+  const std::vector<i64>* extra = nullptr;
   static constexpr bool kSpreadScan = Spread;
   i64 count() const { return (i64)spans->size(); }
   Span span(i64 i) const { return (*spans)[(size_t)i]; }
@@ -137,7 +139,17 @@ struct SpanList {
   void prefetch(const G&, i64) const {}
   i64 size_word(i64 i) const { return i; }
   i64 units_of_word(i64 i) const { return units_of(span(i).rows, span(i).row_bytes); }
+  static constexpr bool kUnitBound = true;  // as copy_states' source
+  i64 unit_bound(i64 i) const { return units_of_word(i) + (extra ? (*extra)[(size_t)i] : 0); }
 };
+
+// Units a bound adds to each of n entries: none half the time, else 0 - 2 each.
+inline std::vector<i64> random_extra_units(i64 n) {
+  std::vector<i64> extra((size_t)n, 0);
+  if (pick(0, 1))
+    for (i64& e : extra) e = pick(0, 2);
+  return extra;
+}
 
 // n random entries in one arena, each owning `room` bytes of it: plain copies at any offsets mod 16,
 // overlapping shifts both ways, and strided rows. An entry is empty one time in five, else `common` units

@@ -47,7 +47,7 @@ void test_state_spans_at_the_limits() {
     plan[kRowStride] = kind == 1 ? 0 : 16;
     plan[kRowBytes] = kind == 1 ? block : 16;
     plan[kTokenBytes] = kind == 1 ? 16 : 4;
-    plan[kMaxShift] = max_shift_of(plan[kRowBytes], plan[kTokenBytes]);
+    derive_plan_fields(plan.data());
     const i64 tb = plan[kTokenBytes];
     std::vector<i64> ids = {kMin, -2, -1, 0, 2, 3, (1ll << 31) - 1, 1ll << 62, kMax};
     std::vector<i64> shifts = {kMin, -1, 0, 1, 3, 4, 5, (1ll << 31) - 1, (1ll << 60) - 1, 1ll << 62, kMax};

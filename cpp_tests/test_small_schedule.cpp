@@ -25,7 +25,8 @@ bool run_case(int c) {
 
   HostGroup host(1, lanes);  // one sub-group's lanes at a time
   std::vector<std::vector<u64>> local((size_t)groups, std::vector<u64>((size_t)(sgs * lanes * kItems), ~0ull));
-  const SpanList<false> source{&batch.spans};
+  const std::vector<i64> extra = random_extra_units(n);
+  const SpanList<false> source{&batch.spans, &extra};
   std::vector<std::thread> threads;
   for (int lane = 0; lane < lanes; ++lane)
     threads.emplace_back([&, lane] {

@@ -23,7 +23,8 @@ bool run_case(int c) {
   const bool small_units = kChunkBytes < 1024;
   HostBatch batch(n, kDirectUnits + 1, small_units ? 12 : 4);
 
-  const SpanList<Spread> source{&batch.spans};
+  const std::vector<i64> extra = random_extra_units(n);
+  const SpanList<Spread> source{&batch.spans, &extra};
   run_groups(groups, sgs, lanes, [&](auto& g) { run_tiles<Direct>(g, source, n); });
   const i64 wrong = batch.first_wrong_entry();
   if (wrong < 0) return true;

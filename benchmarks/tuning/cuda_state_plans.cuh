@@ -22,6 +22,7 @@ struct StatePlans {
         p[xsc::kBlocks] = 2;
         p[xsc::kRows] = 1;
         p[xsc::kRowBytes] = sizes[i];
+        xsc::derive_plan_fields(p);
       }
       CHECK(cudaMalloc(&plans[k], host.size() * 8));
       CHECK(cudaMemcpy(plans[k], host.data(), host.size() * 8, cudaMemcpyHostToDevice));

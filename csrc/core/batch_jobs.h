@@ -92,15 +92,26 @@ XSC_FN Stretch stretch_of(i64 n, i64 per, i64 index) {
 }
 XSC_FN i64 per_worker(i64 n, i64 workers) { return (i64)quotient((u64)(n + workers - 1), (u64)workers); }
 
-// Units of entries at .. at + kItems - 1 (none past n), less the `skipped` first ones of each.
+// The units the schedules count for entry i, whose span is s: the span's own, or, for a source with
+// kUnitBound, its unit_bound(i), which may count more (units past the span's end copy nothing). A source
+// whose spans take loads and arithmetic can give a bound read from one word where the span needs them all.
+template <class Source>
+XSC_FN i64 counted_units(const Source& src, i64 i, const Span& s) {
+  if constexpr (Source::kUnitBound) return src.unit_bound(i);
+  else return units_of(s.rows, s.row_bytes);
+}
+
+// Units of entries at .. at + kItems - 1 (none past n; as counted_units counts them), less the `skipped`
+// first ones of each.
 template <class Source>
 XSC_FN void entry_units(const Source& src, i64 at, i64 n, u64 skipped, i64 (&u)[kItems]) {
 #pragma unroll
   for (int k = 0; k < kItems; ++k) {
     u[k] = 0;
     if (at + k < n) {
-      const Span s = src.span(at + k);
-      u[k] = units_of(s.rows, s.row_bytes) - (i64)skipped;
+      Span s{};
+      if constexpr (!Source::kUnitBound) s = src.span(at + k);
+      u[k] = counted_units(src, at + k, s) - (i64)skipped;
       if (u[k] < 0) u[k] = 0;
     }
   }

@@ -69,18 +69,18 @@ struct Span {
 // each one is a routine of about a hundred instructions, and the scans run them for every entry
 // (copy_states on `step`, whose spans divide by the state count: 0.711 of the roofline with them, 0.746
 // with none, on an H200).
-XSC_FN u64 quotient(u64 a, u64 b) {
+XSC_HOST_FN u64 quotient(u64 a, u64 b) {
   if ((a | b) >> 32) return a / b;
   return (u64)((unsigned)a / (unsigned)b);
 }
 
-XSC_FN i64 rows_per_unit(i64 row_bytes) {
+XSC_HOST_FN i64 rows_per_unit(i64 row_bytes) {
   i64 r = (i64)quotient((u64)kChunkBytes, (u64)(row_bytes > 0 ? row_bytes : 1));
   return r > 0 ? r : 1;
 }
 
-// Units an entry is cut into; 0 for an empty entry.
-XSC_FN i64 units_of(i64 rows, i64 row_bytes) {
+// Units an entry is cut into; 0 for an empty entry. (Also on the host: the plans carry units.)
+XSC_HOST_FN i64 units_of(i64 rows, i64 row_bytes) {
   if (rows <= 0 || row_bytes <= 0) return 0;
   if (rows == 1) return (row_bytes + kChunkBytes - 1) / kChunkBytes;
   i64 rpu = rows_per_unit(row_bytes);

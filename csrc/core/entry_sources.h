@@ -22,6 +22,7 @@ XSC_FN i64 units_of_entry(const Source& src, i64 i) {
   return units_of(s.rows, s.row_bytes);
 }
 
+
 // Entries given as tables of addresses and byte counts (the batch_memcpy op).
 struct PointerTableSource {
   const u64* src;
@@ -45,6 +46,7 @@ struct PointerTableSource {
     return sizes_are_64bit ? ((const i64*)sizes)[i] : (i64)((const int*)sizes)[i];
   }
   XSC_FN i64 units_of_word(i64 word) const { return units_of(1, word); }
+  static constexpr bool kUnitBound = false;  // see counted_units
   XSC_FN i64 bytes(i64 i) const {
     const i64 b = size_word(i);
     return b > 0 ? b : 0;  // negative sizes are rejected on the host where the host can see them
@@ -65,11 +67,20 @@ struct PointerTableSource {
 // from the tensors, see state_plan.h); per request, the block ids and the token shift live on the device.
 // kMaxShift: the most tokens a row can drop and still copy a byte ((row_bytes - 1) / token_bytes; any shift
 // for a whole-block state, whose token_bytes is 0), so that a shift is compared before it is multiplied.
-enum PlanField { kBase, kBlockStride, kBlocks, kRows, kRowStride, kRowBytes, kTokenBytes, kMaxShift, kPlanFields };
+// kUnits: the state's units with no shift, which bound any request's (a shift only drops bytes).
+enum PlanField {
+  kBase, kBlockStride, kBlocks, kRows, kRowStride, kRowBytes, kTokenBytes, kMaxShift, kUnits, kPlanFields
+};
 
 // The plan's kMaxShift for a row of row_bytes from which each token of shift drops token_bytes (on the host).
 XSC_HOST_FN i64 max_shift_of(i64 row_bytes, i64 token_bytes) {
   return token_bytes > 0 ? (row_bytes > 0 ? (row_bytes - 1) / token_bytes : 0) : (i64)(~0ull >> 1);
+}
+
+// The fields a state's plan derives from the others (kMaxShift, kUnits), on the host once those are set.
+XSC_HOST_FN void derive_plan_fields(i64* p) {
+  p[kMaxShift] = max_shift_of(p[kRowBytes], p[kTokenBytes]);
+  p[kUnits] = units_of(p[kRows], p[kRowBytes]);
 }
 
 struct StatePlanSource {
@@ -83,13 +94,20 @@ struct StatePlanSource {
 
   XSC_FN i64 count() const { return requests * states; }
   static constexpr bool kSpreadScan = true;  // see run_tiles: each span takes dependent loads and a division
-  // Nothing to ask for early: the scan's size reads already read everything span() reads.
+  // Nothing to ask for early: the scan reads a word of every state's plan, which brings in its lines.
   template <class G>
   XSC_FN void prefetch(const G&, i64) const {}
   // A size takes loads and a division here, so the word is the entry's index and nothing is read ahead
   // (see PointerTableSource::size_word).
   XSC_FN i64 size_word(i64 i) const { return i; }
   XSC_FN i64 units_of_word(i64 i) const { return units_of_entry(*this, i); }
+  // One plan word where the span takes eleven loads (see counted_units): the small-batch scan of one
+  // request's step (72 states) counted units from whole spans before.
+  static constexpr bool kUnitBound = true;
+  XSC_FN i64 unit_bound(i64 i) const {
+    const i64 r = (i64)quotient((u64)i, (u64)states);
+    return plan[(i - r * states) * kPlanFields + kUnits];
+  }
   XSC_FN i64 id(const void* table, i64 r) const {
     return ids_are_64bit ? ((const i64*)table)[r] : (i64)((const int*)table)[r];
   }

@@ -53,11 +53,12 @@ XSC_FN void run_small_batch(G& g, const Source& src, i64 n) {
 
   // 1. This sub-group's direct unit, if its slot's entry has that many units. It is copied before anything
   //    else is read: a scan first, with every sub-group reading the same few lines of sizes at once, starts
-  //    the copy later than the old group scan did (docs/tuning-rounds-1-3.md).
+  //    the copy later than the old group scan did (docs/tuning-rounds-1-3.md). Its units are counted as the
+  //    scan counts them (counted_units), so that every sub-group agrees on which slots had a direct unit.
   const bool has_slot = w < n * per_entry;
   if (has_slot) {
     const Span s = src.span(r);
-    if (units_of(s.rows, s.row_bytes) > q) {
+    if (counted_units(src, r, s) > q) {
       direct = true;
       run_job(g, src, job_of(s, r, (u64)q));
       XSC_MARK(kMarkUnitDone, 0);

@@ -104,6 +104,9 @@ struct SpecDecodeSource {
   // A span takes loads and a division, so the word is the entry's index (see StatePlanSource).
   XSC_FN i64 size_word(i64 i) const { return i; }
   XSC_FN i64 units_of_word(i64 i) const { return units_of_entry(*this, i); }
+  // Units from the spans: a row that copies nothing has none (a bound from the plan would deal its states
+  // out too). See counted_units.
+  static constexpr bool kUnitBound = false;
 
   XSC_FN SpecDecision decide(i64 row) const {
     SpecDecision d{-1, 0, 0, 0, false, false};
@@ -249,6 +252,7 @@ struct SpecDecodeRecordSource {
     const i64* p = plan + j * kSpecStateFields;
     return SpecDecodeSource::span_of(p, records[r * source.tables + p[kSpecGroup]]);
   }
+  static constexpr bool kUnitBound = false;  // see SpecDecodeSource
 };
 
 }  // namespace xsc

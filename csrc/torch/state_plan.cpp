@@ -114,7 +114,7 @@ at::Tensor build_state_plan(at::TensorList states, at::IntArrayRef kinds) {
       p[xsc::kRowBytes] = block_numel(s) * es;
       p[xsc::kTokenBytes] = kinds[j] == kConvSD ? s.size(2) * es : 0;
     }
-    p[xsc::kMaxShift] = xsc::max_shift_of(p[xsc::kRowBytes], p[xsc::kTokenBytes]);
+    xsc::derive_plan_fields(p);
   }
   return plan;
 }
