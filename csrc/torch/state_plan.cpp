@@ -114,7 +114,7 @@ at::Tensor build_state_plan(at::TensorList states, at::IntArrayRef kinds) {
       p[xsc::kRowBytes] = block_numel(s) * es;
       p[xsc::kTokenBytes] = kinds[j] == kConvSD ? s.size(2) * es : 0;
     }
-    xsc::derive_plan_fields(p);
+    xsc::derive_plan_fields(reinterpret_cast<xsc::i64*>(p));  // int64_t may be long, i64 is long long
   }
   return plan;
 }
