@@ -42,7 +42,7 @@ __global__ void __launch_bounds__(xsc_cuda::kThreads, XSC_CUDA_MIN_BLOCKS)
     marked_tables(const xsc::u64* src, const xsc::u64* dst, const long long* sizes, xsc::i64 n) {
   mark(0, 0);
   xsc::PointerTableSource source{src, dst, sizes, 1, n};
-  xsc_cuda::run_kernel_body<false, xsc::kSmallUnroll16>(source);
+  xsc_cuda::run_kernel_body<false>(source);
 }
 
 __global__ void fill_bytes(unsigned char* p, long long n, unsigned seed) {

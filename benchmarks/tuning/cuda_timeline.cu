@@ -12,12 +12,12 @@
 #include "cuda_state_plans.cuh"
 
 // The op's kernel body (batch_memcpy_kernel.cuh's run_kernel_body) with the entry marked.
-template <bool Small, int SmallUnroll16, class Source>
+template <bool Small, class Source>
 __device__ __forceinline__ void marked_body(const Source& source) {
   mark(0, 0);
   extern __shared__ xsc::u64 table[];
   __shared__ xsc::i64 warp_sums[xsc_cuda::kThreads / 32];
-  xsc_cuda::CudaGroup<Small ? SmallUnroll16 : xsc::kUnroll, !Small> g{table, warp_sums};
+  xsc_cuda::CudaGroup<Small ? xsc::kSmallUnroll16 : xsc::kUnroll, !Small> g{table, warp_sums};
   if (Small) xsc::run_small_batch(g, source, source.count());
   else xsc::run_large_batch(g, source);
 }
@@ -25,13 +25,13 @@ __device__ __forceinline__ void marked_body(const Source& source) {
 template <bool Small>
 __global__ void __launch_bounds__(xsc_cuda::kBoundThreads<Small>, xsc_cuda::kBoundBlocks<Small>)
     marked_batch(const xsc::u64* src, const xsc::u64* dst, const void* sizes, int sizes64, xsc::i64 n) {
-  marked_body<Small, xsc::kSmallUnroll16>(xsc::PointerTableSource{src, dst, sizes, sizes64, n});
+  marked_body<Small>(xsc::PointerTableSource{src, dst, sizes, sizes64, n});
 }
 
 template <bool Small>
 __global__ void __launch_bounds__(xsc_cuda::kBoundThreads<Small>, xsc_cuda::kBoundBlocks<Small>)
     marked_states(const xsc::i64* plan, xsc::i64 states, const long long* ids) {
-  marked_body<Small, xsc::kStatesSmallUnroll16>(xsc::StatePlanSource{plan, states, ids, ids + 1, ids + 2, 1, 1});
+  marked_body<Small>(xsc::StatePlanSource{plan, states, ids, ids + 1, ids + 2, 1, 1});
 }
 
 // A kernel's two builds and their grids: launch(k, args...) runs the one the batch takes.

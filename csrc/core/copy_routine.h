@@ -39,19 +39,15 @@ typedef long long i64;
 #ifndef XSC_SMALL_UNROLL16
 #define XSC_SMALL_UNROLL16 8
 #endif
-#ifndef XSC_STATES_SMALL_UNROLL16
-#define XSC_STATES_SMALL_UNROLL16 4
-#endif
 
 constexpr i64 kChunkBytes = XSC_CHUNK_BYTES;
 constexpr int kUnroll = XSC_UNROLL;  // independent loads in flight per work-item before its stores
 // The same for 16-byte loads in the small-batch builds (small_batch.h). Each sub-group there copies only
 // two or three units, so a unit taken in fewer round trips to memory ends the batch sooner; in the tile
 // builds, which stream long runs of units, 8 loads lost to 4 (docs/tuning-rounds-1-3.md). The Group adapter
-// says which applies: G::kUnroll16.
+// says which applies: G::kUnroll16. Every op's small build takes it: copy_states' kept 4 until its scan
+// counted units from one plan word (with 8 it had spilled, then lost; now 8 gains, docs/performance.md).
 constexpr int kSmallUnroll16 = XSC_SMALL_UNROLL16;
-// copy_states' small-batch builds keep 4: their spans take more registers, and with 8 loads they spill.
-constexpr int kStatesSmallUnroll16 = XSC_STATES_SMALL_UNROLL16;
 
 struct alignas(16) Word16 {
   u64 lo, hi;

@@ -149,13 +149,13 @@ inline cudaError_t prepare_small_launch(Kernel kernel, int device, int* blocks) 
 // 2-3 % on large batches when they shared a kernel). The launcher knows the warp size, so it never sends
 // Small a batch the small-batch schedule does not fit (launch_for_batch asks small_batch_fits with the
 // Small grid), and Small carries no tile path (the SYCL kernel does: its launcher asks the sub-group size).
-// SmallUnroll16: the 16-byte loads in flight of the Small build (copy_routine.h); the other keeps kUnroll.
+// The Small build has kSmallUnroll16 16-byte loads in flight (copy_routine.h), the other kUnroll.
 // Direct: the tile build with the direct pass (batch_schedule.h's direct_units).
-template <bool Small, int SmallUnroll16, class Source, bool Direct = false>
+template <bool Small, class Source, bool Direct = false>
 __device__ __forceinline__ void run_kernel_body(Source& source) {
   extern __shared__ xsc::u64 table[];  // table_bytes(blockDim.x), given at launch
   __shared__ xsc::i64 warp_sums[kThreads / kWarp];
-  CudaGroup<Small ? SmallUnroll16 : xsc::kUnroll, !Small> g{table, warp_sums};
+  CudaGroup<Small ? xsc::kSmallUnroll16 : xsc::kUnroll, !Small> g{table, warp_sums};
   if (Small) xsc::run_small_batch(g, source, source.count());
   else if constexpr (Direct) xsc::run_tiles<true>(g, source, source.count());
   else xsc::run_large_batch(g, source);
@@ -186,7 +186,7 @@ template <bool Small, bool Direct = false>
 __global__ void __launch_bounds__(kBoundThreads<Small>, kBoundBlocks<Small>) batch_memcpy_kernel(
     const xsc::u64* src, const xsc::u64* dst, const void* sizes, int sizes_are_64bit, xsc::i64 n) {
   xsc::PointerTableSource source{src, dst, sizes, sizes_are_64bit, n};
-  run_kernel_body<Small, xsc::kSmallUnroll16, xsc::PointerTableSource, Direct>(source);
+  run_kernel_body<Small, xsc::PointerTableSource, Direct>(source);
 }
 
 template <bool Small>
@@ -194,7 +194,7 @@ __global__ void __launch_bounds__(kBoundThreads<Small>, kBoundBlocks<Small>) cop
     const xsc::i64* plan, xsc::i64 states, const void* src_blocks, const void* dst_blocks, const void* shifts,
     int ids_are_64bit, xsc::i64 requests) {
   xsc::StatePlanSource source{plan, states, src_blocks, dst_blocks, shifts, ids_are_64bit, requests};
-  run_kernel_body<Small, xsc::kStatesSmallUnroll16>(source);
+  run_kernel_body<Small>(source);
 }
 
 // The Records builds' schedule (spec_decode_schedule.h) lists the rows that copy in the tile table.
@@ -224,9 +224,9 @@ __device__ __forceinline__ void spec_decode_body(const xsc::SpecDecodeSource& so
     __syncthreads();
     XSC_MARK(xsc::kMarkRecords, 0);
     xsc::SpecDecodeRecordSource from_records{source, records, plan_read};
-    run_kernel_body<Small, xsc::kStatesSmallUnroll16>(from_records);
+    run_kernel_body<Small>(from_records);
   } else {
-    run_kernel_body<Small, xsc::kStatesSmallUnroll16>(source);
+    run_kernel_body<Small>(source);
   }
 }
 
