@@ -105,7 +105,7 @@ struct StatePlanSource {
   // request's step (72 states) counted units from whole spans before.
   static constexpr bool kUnitBound = true;
   XSC_FN i64 unit_bound(i64 i) const {
-    const i64 r = (i64)quotient((u64)i, (u64)states);
+    const i64 r = i < states ? 0 : (i64)quotient((u64)i, (u64)states);
     return plan[(i - r * states) * kPlanFields + kUnits];
   }
   XSC_FN i64 id(const void* table, i64 r) const {
@@ -121,7 +121,10 @@ struct StatePlanSource {
   XSC_FN Span span(i64 i) const {
     // Every load first and no early return (as SpecDecodeSource::span_of): the plan's fields and the ids
     // then travel together, one trip before the copy.
-    const i64 r = (i64)quotient((u64)i, (u64)states), j = i - r * states;
+    // No division for the first request's entries: one request's step is the common call, and there each
+    // span lies on the way to a first copy (step_p: 0.857 / 0.859 of cudaMemcpyAsync with the division,
+    // 0.864 / 0.869 without; H200 sweep). unit_bound splits i the same way.
+    const i64 r = i < states ? 0 : (i64)quotient((u64)i, (u64)states), j = i - r * states;
     const i64* p = plan + j * kPlanFields;
     const i64 sb = id(src_blocks, r), db = id(dst_blocks, r), shift = id(shifts, r);
     const u64 base = (u64)p[kBase], stride = (u64)p[kBlockStride], row_stride = (u64)p[kRowStride];
