@@ -108,17 +108,32 @@ def _defaults(args, on_gpu):
     return scale, reps, warmup, host_calls
 
 
-def _measure(key, label, calls, target, clock, reps, warmup, log):
-    entry = {"key": key, "label": label}
-    log(f"  verifying {key}")
-    error = verify.verify(calls, target, clock.sync)
-    if error:
-        log(f"  {key} FAILED verification: {error}")
-        return {**entry, "status": "FAILED", "error": error}
-    log(f"  timing {key} ({reps} reps)")
-    s = summarize(clock.time_calls(calls, reps, warmup))
-    return {**entry, "status": "ok", "median_ms": s["median_s"] * 1e3,
-            "p10_ms": s["p10_s"] * 1e3, "p90_ms": s["p90_s"] * 1e3, "reps": s["samples"]}
+def _measure(candidates, clock, reps, warmup, log):
+    """Result entries of one workload's methods, in order. Each candidate is a
+    finished entry (n/a, or failed to set up) or (key, label, calls, target):
+    every one of those is verified first, and those that pass are timed taking
+    turns (Clock.time_in_turns)."""
+    entries, timed = [], []
+    for c in candidates:
+        if isinstance(c, dict):
+            entries.append(c)
+            continue
+        key, label, calls, target = c
+        log(f"  verifying {key}")
+        error = verify.verify(calls, target, clock.sync)
+        if error:
+            log(f"  {key} FAILED verification: {error}")
+            entries.append({"key": key, "label": label, "status": "FAILED", "error": error})
+        else:
+            entries.append({"key": key, "label": label, "status": "ok"})
+            timed.append((entries[-1], calls))
+    if timed:
+        log(f"  timing {', '.join(e['key'] for e, _ in timed)} in turns ({reps} reps)")
+        for (entry, _), samples in zip(timed, clock.time_in_turns([c for _, c in timed], reps, warmup)):
+            s = summarize(samples)
+            entry.update({"median_ms": s["median_s"] * 1e3, "p10_ms": s["p10_s"] * 1e3,
+                          "p90_ms": s["p90_s"] * 1e3, "reps": s["samples"]})
+    return entries
 
 
 def _run_spec_decode(wl, op, op_error, with_triton, wanted, dev, clock, cache_bytes, reps, warmup, log):
@@ -126,7 +141,7 @@ def _run_spec_decode(wl, op, op_error, with_triton, wanted, dev, clock, cache_by
     log(f"{wl.name}: {wl.entries} entries, {wl.total_bytes / 2**20:.1f} MiB move, {rotations} buffer set(s)")
     result = spec_decode.run_workload(
         wl, op, op_error, with_triton, wanted, dev, rotations,
-        lambda key, label, calls, target: _measure(key, label, calls, target, clock, reps, warmup, log))
+        lambda candidates: _measure(candidates, clock, reps, warmup, log))
     report.fill_ratios(result)
     return result
 
@@ -139,13 +154,15 @@ def _run_workload(wl, methods, dev, clock, cache_bytes, reps, warmup, log):
               "total_bytes": wl.total_bytes, "rotations": rotations, "methods": []}
     if wl.states and any(m.key == peers.COPY_STATES for m in methods):
         result["primary"] = peers.COPY_STATES  # "ours x" compares every method with copy_states_
+    # The roofline's buffers are freed before the workload's are allocated (a GPU of a few GiB holds one
+    # set at a time), so it is timed alone, before the methods.
     roof = peers.Roofline(wl.total_bytes, rotations, dev)
-    result["methods"].append(_measure(roof.key, roof.label, roof.calls, roof, clock,
-                                      reps, warmup, log))
+    result["methods"] += _measure([(roof.key, roof.label, roof.calls, roof)], clock, reps, warmup, log)
     del roof
     buffers = allocate(wl, dev, rotations)
     target = verify.TableCheck(buffers)
     sets = [buffers.entry_views(k) for k in range(rotations)]
+    candidates = []
     for m in methods:
         if m.key == peers.COPY_STATES and not wl.states:
             continue  # copy_states_ copies states, not arbitrary pointer tables
@@ -153,17 +170,15 @@ def _run_workload(wl, methods, dev, clock, cache_bytes, reps, warmup, log):
             calls = m.build_states(buffers, dev) if m.key == peers.COPY_STATES else m.build(sets, dev)
         except peers.NotApplicable as exc:
             log(f"  {m.key}: n/a ({exc})")
-            result["methods"].append({"key": m.key, "label": m.label, "status": "n/a", "error": str(exc)})
+            candidates.append({"key": m.key, "label": m.label, "status": "n/a", "error": str(exc)})
             continue
         except Exception as exc:  # noqa: BLE001
             error = f"{type(exc).__name__}: {exc}"[:300]
             log(f"  {m.key} FAILED to set up: {error}")
-            result["methods"].append({"key": m.key, "label": m.label, "status": "FAILED",
-                                      "error": error})
+            candidates.append({"key": m.key, "label": m.label, "status": "FAILED", "error": error})
             continue
-        result["methods"].append(_measure(m.key, m.label, calls, target, clock,
-                                          reps, warmup, log))
-        del calls
+        candidates.append((m.key, m.label, calls, target))
+    result["methods"] += _measure(candidates, clock, reps, warmup, log)
     report.fill_ratios(result)
     return result
 

@@ -192,11 +192,12 @@ def _triton_fused(b):
 
 
 def run_workload(wl, op, op_error, with_triton, wanted, dev, rotations, measure):
-    """The workload's result in run.py's form; measure(key, label, calls, target) times one method."""
+    """The workload's result in run.py's form; measure(candidates) verifies and times methods together
+    (run.py's _measure)."""
     result = {"name": wl.name, "description": wl.describe(), "entries": wl.entries,
               "total_bytes": wl.total_bytes, "rotations": rotations, "methods": []}
     roof = Roofline(wl.total_bytes, rotations, dev)
-    result["methods"].append(measure(ROOFLINE, roof.label, roof.calls, roof))
+    result["methods"] += measure([(ROOFLINE, roof.label, roof.calls, roof)])
     del roof
     buffers = SpecDecodeBuffers(wl, dev, rotations)
     buffers.fill()
@@ -204,12 +205,14 @@ def run_workload(wl, op, op_error, with_triton, wanted, dev, rotations, measure)
                (TABLES, "ours: batch_memcpy, the same spans", lambda: _tables(op, buffers), PoolsOnly(buffers))]
     if with_triton:
         methods.append((TRITON_FUSED, "Triton, vLLM's fused design", lambda: _triton_fused(buffers), buffers))
+    candidates = []
     for key, label, build, target in methods:
         if wanted is not None and key not in wanted:
             continue
         if key in (OURS, TABLES) and op is None:
-            result["methods"].append({"key": key, "label": label, "status": "FAILED",
-                                      "error": f"import xpu_state_copy failed: {op_error}"})
+            candidates.append({"key": key, "label": label, "status": "FAILED",
+                               "error": f"import xpu_state_copy failed: {op_error}"})
             continue
-        result["methods"].append(measure(key, label, build(), target))
+        candidates.append((key, label, build(), target))
+    result["methods"] += measure(candidates)
     return result

@@ -27,7 +27,7 @@ def _load_bench():
         sys.modules["benchmarks"] = module
         spec.loader.exec_module(module)
     return {name: importlib.import_module(f"benchmarks.{name}")
-            for name in ("run", "workloads", "verify", "peers", "triton_peers")}
+            for name in ("run", "workloads", "verify", "peers", "triton_peers", "timing")}
 
 
 bench = _load_bench()
@@ -143,6 +143,20 @@ def test_broken_op_is_reported_failed_and_not_timed(tmp_path, monkeypatch):
         assert "bytes wrong" in methods["ours"]["error"]
         assert "median_ms" not in methods["ours"]
         assert methods["foreach_copy_"]["status"] == "ok"
+
+
+def test_methods_are_timed_in_turns_and_each_gets_every_repetition():
+    """A device that runs slow for a while must slow every method alike: the methods take
+    turns, a chunk of repetitions each, after every method's warm-up."""
+    order = []
+    methods = [[lambda k=k, s=s: order.append((k, s)) for s in range(2)] for k in "abc"]
+    samples = bench["timing"].Clock("cpu").time_in_turns(methods, reps=23, warmup=3)
+    assert [len(s) for s in samples] == [23, 23, 23]
+    assert all(t >= 0 for s in samples for t in s)
+    chunk = bench["timing"].CHUNK
+    warm = [(k, i % 2) for k in "abc" for i in range(3)]
+    timed = [(k, i % 2) for first in range(0, 23, chunk) for k in "abc" for i in range(first, min(23, first + chunk))]
+    assert order == warm + timed
 
 
 def _buffers():
