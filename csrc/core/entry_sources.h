@@ -22,7 +22,6 @@ XSC_FN i64 units_of_entry(const Source& src, i64 i) {
   return units_of(s.rows, s.row_bytes);
 }
 
-
 // Entries given as tables of addresses and byte counts (the batch_memcpy op).
 struct PointerTableSource {
   const u64* src;
