@@ -35,10 +35,6 @@ class Clock:
         if self.device.type == "cuda" and hasattr(torch.cuda, "_sleep"):
             torch.cuda._sleep(4_000_000)
 
-    def time_calls(self, calls, reps, warmup):
-        """Seconds per call, one value per repetition."""
-        return self.time_in_turns([calls], reps, warmup)[0]
-
     def time_in_turns(self, methods, reps, warmup):
         """Seconds per call of each method (a list of calls per method), one value
         per repetition. The methods take turns, CHUNK repetitions each: on an H200

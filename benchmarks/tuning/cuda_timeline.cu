@@ -34,7 +34,8 @@ __global__ void __launch_bounds__(xsc_cuda::kBoundThreads<Small>, xsc_cuda::kBou
   marked_body<Small>(xsc::StatePlanSource{plan, states, ids, ids + 1, ids + 2, 1, 1});
 }
 
-// A kernel's two builds and their grids: launch(k, args...) runs the one the batch takes.
+// A kernel's two builds and their grids: launch(n, args...) runs the one a batch of n entries takes, as the
+// op does (launch_for_batch; these kernels have no direct build).
 template <class Kernel>
 struct Builds {
   Kernel tiles, small;
@@ -50,8 +51,7 @@ struct Builds {
   int threads(long long n) const { return is_small(n) ? xsc_cuda::kSmallThreads : xsc_cuda::kThreads; }
   template <class... Args>
   void launch(long long n, Args... args) const {
-    if (is_small(n)) small<<<small_blocks, xsc_cuda::kSmallThreads, xsc_cuda::table_bytes(xsc_cuda::kSmallThreads)>>>(args...);
-    else tiles<<<tile_blocks, xsc_cuda::kThreads, xsc_cuda::kTableBytes>>>(args...);
+    xsc_cuda::launch_for_batch(tiles, tiles, tile_blocks, small, small_blocks, 0, n, args...);
   }
 };
 
