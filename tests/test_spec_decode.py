@@ -96,10 +96,10 @@ def test_postprocess_with_more_rows_than_a_group_keeps(target, layout):
 @pytest.mark.parametrize("layout", ["sd", "ds"])
 def test_postprocess_with_more_states_than_a_group_keeps_the_plan_of(target, layout):
     """90 layers of a conv and a temporal state: more plan fields than a work-group keeps in local memory
-    (157 states), so the kernels keep the rows' records there and read the plan from global memory."""
+    (146 states), so the kernels keep the rows' records there and read the plan from global memory."""
     rng = random.Random(91 + (layout == "ds"))
     s = random_postprocess(rng, layout, requests=5, layers=90)
-    assert len(s.states) > 157
+    assert len(s.states) > 146
     _check_postprocess(target, s)
 
 
