@@ -39,7 +39,7 @@ void test_state_spans_at_the_limits() {
   const u64 base = 1ull << 40;
   const i64 block = 4 * 4 * 4, blocks = 3;
   for (int kind = 1; kind <= 2; ++kind) {
-    std::vector<i64> plan(kPlanFields);
+    std::vector<i64> plan(plan_words(1));
     plan[kBase] = (i64)base;
     plan[kBlockStride] = block;
     plan[kBlocks] = blocks;
@@ -47,7 +47,7 @@ void test_state_spans_at_the_limits() {
     plan[kRowStride] = kind == 1 ? 0 : 16;
     plan[kRowBytes] = kind == 1 ? block : 16;
     plan[kTokenBytes] = kind == 1 ? 16 : 4;
-    derive_plan_fields(plan.data());
+    derive_plan_fields(plan.data(), 1);
     const i64 tb = plan[kTokenBytes];
     std::vector<i64> ids = {kMin, -2, -1, 0, 2, 3, (1ll << 31) - 1, 1ll << 62, kMax};
     std::vector<i64> shifts = {kMin, -1, 0, 1, 3, 4, 5, (1ll << 31) - 1, (1ll << 60) - 1, 1ll << 62, kMax};

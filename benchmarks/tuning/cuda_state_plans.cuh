@@ -13,7 +13,7 @@ struct StatePlans {
   StatePlans(const BatchBuffers& buf, const std::vector<long long>& sizes) : plans(buf.src.size()) {
     const size_t fields = xsc::kPlanFields;
     for (size_t k = 0; k < plans.size(); ++k) {
-      std::vector<long long> host(buf.n * fields, 0);
+      std::vector<long long> host(xsc::plan_words(buf.n), 0);
       for (size_t i = 0; i < buf.n; ++i) {
         long long* p = host.data() + i * fields;
         const unsigned long long src = buf.host_tables[k][i], dst = buf.host_tables[k][buf.n + i];
@@ -22,8 +22,8 @@ struct StatePlans {
         p[xsc::kBlocks] = 2;
         p[xsc::kRows] = 1;
         p[xsc::kRowBytes] = sizes[i];
-        xsc::derive_plan_fields(p);
       }
+      xsc::derive_plan_fields(host.data(), buf.n);
       CHECK(cudaMalloc(&plans[k], host.size() * 8));
       CHECK(cudaMemcpy(plans[k], host.data(), host.size() * 8, cudaMemcpyHostToDevice));
     }

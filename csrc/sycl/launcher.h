@@ -19,7 +19,7 @@ struct BatchMemcpyArgs {
 
 // The copy_states_ op: see xsc::StatePlanSource in entry_sources.h.
 struct CopyStatesArgs {
-  const int64_t* plan;  // device-visible [states][xsc::kPlanFields]
+  const int64_t* plan;  // device-visible, xsc::plan_words(states) words
   int64_t states;
   const void* src_blocks;  // device-visible int32 or int64 per request
   const void* dst_blocks;

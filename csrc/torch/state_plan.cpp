@@ -94,7 +94,8 @@ CopyStatesShape check_copy_states_args(at::TensorList states, at::IntArrayRef ki
 }
 
 at::Tensor build_state_plan(at::TensorList states, at::IntArrayRef kinds) {
-  at::Tensor plan = at::empty({(int64_t)states.size(), xsc::kPlanFields}, at::TensorOptions().dtype(at::kLong));
+  const int64_t n = (int64_t)states.size();
+  at::Tensor plan = at::empty({xsc::plan_words(n)}, at::TensorOptions().dtype(at::kLong));
   int64_t* p = plan.data_ptr<int64_t>();
   for (size_t j = 0; j < states.size(); ++j, p += xsc::kPlanFields) {
     const at::Tensor& s = states[j];
@@ -114,8 +115,8 @@ at::Tensor build_state_plan(at::TensorList states, at::IntArrayRef kinds) {
       p[xsc::kRowBytes] = block_numel(s) * es;
       p[xsc::kTokenBytes] = kinds[j] == kConvSD ? s.size(2) * es : 0;
     }
-    xsc::derive_plan_fields(reinterpret_cast<xsc::i64*>(p));  // int64_t may be long, i64 is long long
   }
+  xsc::derive_plan_fields(reinterpret_cast<xsc::i64*>(plan.data_ptr<int64_t>()), n);  // int64_t may be long
   return plan;
 }
 

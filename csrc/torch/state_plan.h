@@ -29,7 +29,7 @@ struct CopyStatesShape {
 CopyStatesShape check_copy_states_args(at::TensorList states, at::IntArrayRef kinds, const at::Tensor& src_blocks,
                                        const at::Tensor& dst_blocks, const at::Tensor& shifts);
 
-// The plan as a host int64 tensor [states, kPlanFields].
+// The plan as a host int64 tensor of plan_words(states) (entry_sources.h).
 at::Tensor build_state_plan(at::TensorList states, at::IntArrayRef kinds);
 
 // A host plan (a small contiguous int64 tensor) on `device`, the same tensor for the same bytes: built once
