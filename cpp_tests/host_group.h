@@ -64,7 +64,7 @@ struct HostGroup {
 };
 
 // The Group adapter of the kernel body for lane `lane` of sub-group `sg` of group `group`. Unroll16 and
-// Shuffled as the kernel builds pick them (copy_routine.h).
+// Shuffled as the kernel builds pick them (shifted_copy.h).
 template <int Unroll16, bool Shuffled>
 struct HostLane {
   static constexpr int kUnroll16 = Unroll16;

@@ -4,7 +4,7 @@
 // then bytes, no scan, no lookup, no end-of-batch work. Against it our kernel's gap is what its scheduling
 // costs; its own gap to cudaMemcpyAsync is what the tables' trip, the layout and the loads in flight cost.
 // The op cannot work this way (its sizes may live only on the device). Variants in one run: 4 or 8 loads
-// of 16 bytes in flight per work-item, plain or streaming (copy_routine.h's load_word / store_word), at
+// of 16 bytes in flight per work-item, plain or streaming (copy_words.h's load_word / store_word), at
 // our grid (one 512-wide block per SM) and at two blocks per SM (the oracle needs few registers).
 //   nvcc -std=c++17 -O3 -arch=sm_90 -Icsrc/core -Icsrc/cuda benchmarks/tuning/cuda_oracle.cu -o oracle && ./oracle
 #include "cuda_bench_common.cuh"

@@ -7,7 +7,7 @@
 #include "entry_sources.h"
 #include "spec_decode_schedule.h"
 
-// The streaming hints of copy_routine.h's load_word / store_word for 16-byte words: loads through the
+// The streaming hints of copy_words.h's load_word / store_word for 16-byte words: loads through the
 // non-coherent path that allocate nothing in L1 and ask L2 for 256-byte sectors, stores marked as streaming
 // (evict first). Declared before the kernels below instantiate the copy routine.
 namespace xsc {
@@ -39,7 +39,7 @@ namespace xsc_cuda {
 constexpr int kThreads = XSC_CUDA_THREADS;
 constexpr int kWarp = 32;
 
-// Unroll16: 16-byte loads in flight per work-item; ShiftedShuffle: which shifted copy (copy_routine.h).
+// Unroll16: 16-byte loads in flight per work-item; ShiftedShuffle: which shifted copy (shifted_copy.h).
 template <int Unroll16 = xsc::kUnroll, bool ShiftedShuffle = true>
 struct CudaGroup {
   static constexpr int kUnroll16 = Unroll16;
@@ -149,7 +149,7 @@ inline cudaError_t prepare_small_launch(Kernel kernel, int device, int* blocks) 
 // 2-3 % on large batches when they shared a kernel). The launcher knows the warp size, so it never sends
 // Small a batch the small-batch schedule does not fit (launch_for_batch asks small_batch_fits with the
 // Small grid), and Small carries no tile path (the SYCL kernel does: its launcher asks the sub-group size).
-// The Small build has kSmallUnroll16 16-byte loads in flight (copy_routine.h), the other kUnroll.
+// The Small build has kSmallUnroll16 16-byte loads in flight (copy_words.h), the other kUnroll.
 // Direct: the tile build with the direct pass (batch_schedule.h's direct_units).
 template <bool Small, class Source, bool Direct = false>
 __device__ __forceinline__ void run_kernel_body(Source& source) {

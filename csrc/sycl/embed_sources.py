@@ -9,6 +9,8 @@ import sys
 HERE = pathlib.Path(__file__).resolve().parent
 SOURCES = {
     "kBatchCopyKernelSource": HERE / "batch_copy_kernel.sycl",
+    "kCopyWordsHeader": HERE.parent / "core" / "copy_words.h",
+    "kShiftedCopyHeader": HERE.parent / "core" / "shifted_copy.h",
     "kCopyRoutineHeader": HERE.parent / "core" / "copy_routine.h",
     "kEntrySourcesHeader": HERE.parent / "core" / "entry_sources.h",
     "kBatchJobsHeader": HERE.parent / "core" / "batch_jobs.h",

@@ -22,7 +22,9 @@ Kernels build_kernels(const sycl::context& context, sycl::device device) {
         "needed, or build the extension ahead of time with icpx");
   }
   try {
-    syclexp::include_files headers("copy_routine.h", kCopyRoutineHeader);
+    syclexp::include_files headers("copy_words.h", kCopyWordsHeader);
+    headers.add("shifted_copy.h", kShiftedCopyHeader);
+    headers.add("copy_routine.h", kCopyRoutineHeader);
     headers.add("entry_sources.h", kEntrySourcesHeader);
     headers.add("batch_jobs.h", kBatchJobsHeader);
     headers.add("small_batch.h", kSmallBatchHeader);
