@@ -3,7 +3,9 @@
 # against the machine's torch, the whole test suite on CUDA tensors, and the benchmark against its peers.
 # Results go to $OUT (default build/device). Stages: STAGES="sweep timeline build test bench" (default: all
 # but timeline). TIMELINE_DEFINES="XSC_SMALL_BATCH=0 ..." times one launch per listed -D set ("-": none),
-# with each program of TIMELINES (default cuda_timeline; also cuda_spec_timeline).
+# with each program of TIMELINES (default cuda_timeline; also cuda_spec_timeline). TIMELINE_BASELINE=DIR
+# (an older source tree) also builds each from DIR's sources and runs the two in turns, TIMELINE_ROUNDS
+# times (default 3): old against new from one call, e.g. TIMELINE_DEFINES=SPEC_TIMES_ONLY.
 # Stage entry_tiles runs benchmarks/tuning/cuda_entry_tiles.cu once per ENTRY_TILES="tiles:min_blocks:loads ...";
 # stage oracle runs benchmarks/tuning/cuda_oracle.cu (ORACLE_WORKLOADS="step,tiny_p ..." picks workloads).
 # BASELINE=DIR (an older source tree): stage build also builds it, into build/baseline-site with this tree's
@@ -19,7 +21,8 @@ mkdir -p "$OUT"
 PY=${PY:-python3}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 has() { [[ " $STAGES " == *" $1 "* ]]; }
-nvcc_bench=(nvcc -std=c++17 -O3 -arch=sm_90 -Icsrc/core -Icsrc/cuda)  # the torch-free benchmark programs
+nvcc_plain=(nvcc -std=c++17 -O3 -arch=sm_90)
+nvcc_bench=("${nvcc_plain[@]}" -Icsrc/core -Icsrc/cuda)  # the torch-free benchmark programs
 if has sweep; then
   echo "== sweep"; bash benchmarks/tuning/cuda_sweep.sh build/cuda_sweep 2>&1 | tee "$OUT/sweep.txt"
 fi
@@ -30,8 +33,17 @@ if has timeline; then
       flags=()
       [ "$d" = "-" ] || for f in ${d//,/ }; do flags+=("-D$f"); done
       bin="build/${program}_$(echo "$d" | tr ',=' '_-')"
-      "${nvcc_bench[@]}" "${flags[@]}" "benchmarks/tuning/$program.cu" -o "$bin" \
-        && { echo "-- $program $d"; "$bin"; }
+      "${nvcc_bench[@]}" "${flags[@]}" "benchmarks/tuning/$program.cu" -o "$bin" || continue
+      if [ -z "${TIMELINE_BASELINE:-}" ]; then
+        echo "-- $program $d"; "$bin"; continue
+      fi
+      old=$TIMELINE_BASELINE
+      "${nvcc_plain[@]}" -I"$old/csrc/core" -I"$old/csrc/cuda" "${flags[@]}" "$old/benchmarks/tuning/$program.cu" \
+        -o "${bin}_baseline" || continue
+      for round in $(seq "${TIMELINE_ROUNDS:-3}"); do
+        echo "-- $program $d, baseline, round $round"; "${bin}_baseline"
+        echo "-- $program $d, round $round"; "$bin"
+      done
     done
   done 2>&1 | tee "$OUT/timeline.txt"
 fi
