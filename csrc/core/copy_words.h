@@ -89,6 +89,20 @@ XSC_FN void store_word(W* p, const W& v) {
   *p = v;
 }
 
+// The stores of one step of a sub-group's word copy: word base + u * lanes + lane of the destination, for
+// every u, from v[u] (none from `count` on); with `ordered`, after every lane's loads of the step (see
+// sg_copy_words). Every word copy (here and shifted_copy.h) ends its steps with it.
+template <bool Streaming, int Unroll, class G, class W>
+XSC_FN void sg_store_step(G& g, W* d, const W (&v)[Unroll], int base, int count, bool ordered) {
+  const int lanes = (int)g.sg_size(), lane = (int)g.sg_lane();
+  if (ordered) g.sg_barrier();
+#pragma unroll
+  for (int u = 0; u < Unroll; ++u) {
+    const int i = base + u * lanes + lane;
+    if (i < count) store_word<Streaming>(d + i, v[u]);
+  }
+}
+
 // Sub-group copy of `count` words of type W; both pointers W-aligned. With `ordered`, the range may overlap
 // and is walked in the safe direction, loads of a step separated from its stores by a sub-group barrier.
 // `Streaming`: see load_word (callers pass it only for ranges that do not overlap).
@@ -112,12 +126,7 @@ XSC_FN void sg_copy_words(G& g, u64 src, u64 dst, int count, bool ordered) {
       int i = base + u * lanes + lane;
       if (i < count) v[u] = load_word<Streaming>(s + i);
     }
-    if (ordered) g.sg_barrier();
-#pragma unroll
-    for (int u = 0; u < unroll; ++u) {
-      int i = base + u * lanes + lane;
-      if (i < count) store_word<Streaming>(d + i, v[u]);
-    }
+    sg_store_step<Streaming>(g, d, v, base, count, ordered);
   }
 }
 

@@ -83,12 +83,7 @@ XSC_FN void sg_copy_shifted_shuffled(G& g, u64 src, u64 dst, int count, bool ord
       if (u + 1 == unroll && last_lane) right = after;
       v[u] = merge_words(own[u], right, k);
     }
-    if (ordered) g.sg_barrier();
-#pragma unroll
-    for (int u = 0; u < unroll; ++u) {
-      int i = base + u * lanes + lane;
-      if (i < count) store_word<Streaming>(d + i, v[u]);
-    }
+    sg_store_step<Streaming>(g, d, v, base, count, ordered);
   }
 }
 
@@ -117,12 +112,7 @@ XSC_FN void sg_copy_shifted_pairwise(G& g, u64 src, u64 dst, int count, bool ord
       int i = base + u * lanes + lane;
       if (i < count) v[u] = merge_words(load_word<Streaming>(s + i), load_word<Streaming>(s + i + 1), k);
     }
-    if (ordered) g.sg_barrier();
-#pragma unroll
-    for (int u = 0; u < unroll; ++u) {
-      int i = base + u * lanes + lane;
-      if (i < count) store_word<Streaming>(d + i, v[u]);
-    }
+    sg_store_step<Streaming>(g, d, v, base, count, ordered);
   }
 }
 
