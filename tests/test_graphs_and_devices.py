@@ -74,6 +74,38 @@ def test_cuda_graph_replays_copy_states():
 
 
 @needs_cuda
+def test_cuda_graph_replays_spec_decode_between_eager_launches():
+    """A captured spec-decode launch deals every unit out (it would replay the claim counters of its
+    capture); eager launches between its replays still claim theirs."""
+    from spec_decode_reference import random_postprocess
+    from test_spec_decode import POISON, assert_same_pools, run_postprocess, to_device
+    rng = random.Random(53)
+    captured, eager = (random_postprocess(rng, "sd", requests=40, layers=30) for _ in range(2))
+    runs = []
+    for s in (captured, eager):
+        counts = torch.full((s.num_accepted.numel(),), POISON, dtype=torch.int32)
+        ours = to_device(s, "cuda")
+        pristine = [t.clone() for t in ours.states]
+        s.reference(precopy=False, counts_out=counts)
+        runs.append((s, ours, pristine, counts, torch.empty_like(counts, device="cuda")))
+    graph_run = runs[0]
+    run_postprocess(graph_run[1], graph_run[4])  # plan cached before capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run_postprocess(graph_run[1], graph_run[4])
+    for _ in range(3):
+        for (s, ours, pristine, counts, out), replay in zip(runs, (True, False)):
+            for t, p in zip(ours.states, pristine):
+                t.copy_(p)
+            out.fill_(POISON)
+            graph.replay() if replay else run_postprocess(ours, out)
+            torch.cuda.synchronize()
+            assert_same_pools(ours.states, s.states)
+            assert torch.equal(out.cpu(), counts)
+
+
+@needs_cuda
 def test_compile_reduce_overhead_keeps_every_copy():
     rng = random.Random()
     batch = random_batch(rng, "cuda", [4096, 100, 70000])

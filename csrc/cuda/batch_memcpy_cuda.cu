@@ -2,6 +2,7 @@
 // current stream under a device guard. It lets us measure the kernel design on the NVIDIA GPU we have.
 #include <ATen/core/Tensor.h>
 #include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGraphsC10Utils.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
@@ -69,14 +70,17 @@ using OptTensor = c10::optional<at::Tensor>;
 void launch_spec_decode(const at::Tensor& first_state, const xsc::SpecDecodeCall& call) {
   if (call.source.count() == 0) return;
   const int device = first_state.device().index();
-  if (call.source.records_fit()) {
+  xsc::SpecDecodeSource source = call.source;
+  // A captured graph would replay this call's claim counters (csrc/torch/spec_decode.cpp): deal every unit.
+  if (c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None) source.claims = nullptr;
+  if (source.records_fit()) {
     launch_build(xsc_cuda::spec_decode_kernel<false>, xsc_cuda::spec_decode_kernel<false>,
-                 xsc_cuda::spec_decode_kernel<true>, device,
-                 call.source.count(), call.source, call.counts_out, call.copy_rest ? 1 : 0);
+                 xsc_cuda::spec_decode_kernel<true>, device, source.count(), source, call.counts_out,
+                 call.copy_rest ? 1 : 0);
   } else {  // more rows than a block's records hold: the tile build that reads every span from global memory
     const auto kernel = xsc_cuda::spec_decode_kernel<false, false>;
     kernel<<<launch_blocks<2>(kernel, device), xsc_cuda::kThreads, xsc_cuda::kTableBytes,
-             c10::cuda::getCurrentCUDAStream()>>>(call.source, call.counts_out, call.copy_rest ? 1 : 0);
+             c10::cuda::getCurrentCUDAStream()>>>(source, call.counts_out, call.copy_rest ? 1 : 0);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
 }

@@ -142,7 +142,13 @@ sycl::event launch_spec_decode(sycl::queue& queue, const xsc::SpecDecodeSource& 
   const CachedKernels k = prepared_for(queue);
   const bool local = k.spec_local_fits && source.records_fit();
   const Launchable kernel = local ? k.spec_decode.for_batch(source.count()) : k.spec_decode_global;
-  return launch(queue, kernel, source, counts_out, copy_rest ? 1 : 0);
+  xsc::SpecDecodeSource launched = source;
+#ifdef SYCL_EXT_ONEAPI_GRAPH
+  // A recorded graph would replay this call's claim counters (csrc/torch/spec_decode.cpp): deal every unit.
+  if (queue.ext_oneapi_get_state() == sycl::ext::oneapi::experimental::queue_state::recording)
+    launched.claims = nullptr;
+#endif
+  return launch(queue, kernel, launched, counts_out, copy_rest ? 1 : 0);
 }
 
 }  // namespace xsc_sycl

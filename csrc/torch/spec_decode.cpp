@@ -4,8 +4,13 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/util/Exception.h>
 
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <utility>
 
 #include "checks.h"
@@ -113,6 +118,37 @@ at::Tensor host_plan(at::TensorList states, at::IntArrayRef kinds, at::IntArrayR
   return plan;
 }
 
+// Claim counters for one launch (SpecDecodeSource::claims): two words a launch finds at 0 and leaves at 0.
+// Each device keeps a ring of kClaimSlots of them, a 128-byte line each, taken in turn by the calls: two
+// launches share a slot only with kClaimSlots - 1 calls on the device between them, and only if those two
+// ran at the same moment (on two streams) would they disturb each other. A launch captured into a graph
+// replays its slot, so the backends pass no counters while capturing.
+constexpr int64_t kClaimSlots = 256, kClaimSlotWords = 16;
+
+u64* claim_counters(const at::Device& device) {
+  struct Ring {
+    at::Tensor words;
+    std::atomic<uint64_t> next{0};
+  };
+  static std::mutex mutex;
+  // Never destroyed, as the device plans (state_plan.cpp): device memory freed at exit can crash.
+  static auto& rings = *new std::map<std::pair<int, int>, std::unique_ptr<Ring>>();
+  Ring* ring;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    std::unique_ptr<Ring>& r = rings[{(int)device.type(), (int)device.index()}];
+    if (!r) {
+      r = std::make_unique<Ring>();
+      r->words = at::zeros({kClaimSlots * kClaimSlotWords}, at::TensorOptions().dtype(at::kLong).device(device));
+      // Zeroed on the current stream; a launch on another stream must find the zeros there too.
+      if (!device.is_cpu()) c10::impl::VirtualGuardImpl(device.type()).synchronizeDevice(device.index());
+    }
+    ring = r.get();
+  }
+  const uint64_t slot = ring->next.fetch_add(1) % (uint64_t)kClaimSlots;
+  return reinterpret_cast<u64*>(ring->words.data_ptr<int64_t>()) + slot * (uint64_t)kClaimSlotWords;
+}
+
 SpecDecodeCall make_call(at::TensorList states, at::IntArrayRef kinds, at::IntArrayRef groups,
                          at::TensorList tables, int64_t num_rows, const c10::optional<at::Tensor>& idx_mapping,
                          int64_t slots, bool by_slot, bool on_device) {
@@ -139,6 +175,7 @@ SpecDecodeCall make_call(at::TensorList states, at::IntArrayRef kinds, at::IntAr
   s.rows = num_rows;
   s.slots = slots;
   s.idx_mapping = idx_mapping.has_value() ? idx_mapping->data_ptr<int>() : nullptr;
+  s.claims = claim_counters(device);
   call.counts_out = nullptr;
   call.copy_rest = false;
   return call;
