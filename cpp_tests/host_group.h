@@ -85,7 +85,6 @@ struct HostLane {
   i64 local_size() const { return sgs * host->lanes; }
   u64* scratch() const { return local; }
   u64 atomic_inc(u64* p) const { return __atomic_fetch_add(p, 1, __ATOMIC_RELAXED); }
-  u64 atomic_inc_ordered(u64* p) const { return __atomic_fetch_add(p, 1, __ATOMIC_ACQ_REL); }
   void atomic_clear(u64* p) const { __atomic_store_n(p, 0, __ATOMIC_RELAXED); }
   void prefetch_line(const void*) const {}
   void barrier() const { host->all.wait(); }

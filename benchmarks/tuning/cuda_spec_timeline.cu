@@ -65,7 +65,7 @@ struct SpecStep {
   int blocks = 0;  // per pool
   unsigned char *conv = nullptr, *temporal = nullptr;
   int *accepted, *state_idx, *computed, *scheduled, *drafts, *counts_out;
-  xsc::u64* claims = nullptr;  // the launches' claim counters, at 0 between launches
+  xsc::u64* claims = nullptr;  // the launches' claim counter, at 0 between launches
   std::vector<int*> tables;
   std::vector<xsc::i64*> plans;
   std::vector<unsigned long long*> span_tables;  // sources, then destinations
@@ -171,7 +171,7 @@ struct SpecStep {
     return d;
   }
 
-  // With `claimed`, as the op launches it: the last units claimed through the counters.
+  // With `claimed`, as the op launches it: the last units claimed through the counter.
   xsc::SpecDecodeSource source(int k, bool claimed = true) const {
     xsc::SpecDecodeSource s;
     std::memset(&s, 0, sizeof s);

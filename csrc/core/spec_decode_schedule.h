@@ -11,7 +11,7 @@
 // then found from v alone: the row is v / row_units in the list of rows that copy, the state the one whose
 // bounds hold v's rest. The only work before the first copy is that list: one group scan over the rows'
 // records, not over every entry. A unit past a state's actual units (a shifted conv state's last) copies
-// nothing. With claim counters (SpecDecodeSource::claims) the last quarter of the units is not dealt out but
+// nothing. With a claim counter (SpecDecodeSource::claims) the last quarter of the units is not dealt out but
 // claimed by the sub-groups that finish their share first (copy_claimed_units).
 #pragma once
 
@@ -45,33 +45,31 @@ XSC_FN Job spec_unit_job(const G& g, const SpecDecodeRecordSource& src, const u6
   return job_of(span, row * s.states + at.entry, at.unit);
 }
 
-// The share of a launch's units claimed one at a time when it has claim counters: 1 / kClaimedShare.
+// The share of a launch's units claimed one at a time when it has a claim counter: 1 / kClaimedShare.
 // Dealt out in advance, the units ended when memory had served each sub-group its share, and it serves
 // some compute units far sooner than others: on an H200 the bench's step had its blocks done between
 // 149.6 and 169.5 µs, and with the last quarter claimed between 161.3 and 164.4 (0.1703 - 0.1713 ms ->
-// 0.1686 - 0.1689). The last tenth or half claimed measured the same (docs/spec-decode-tuning.md).
+// 0.1678 - 0.1679 ms). The last tenth or half claimed measured the same (docs/spec-decode-tuning.md).
 constexpr u64 kClaimedShare = 4;
 
-// Units first .. first + count - 1 of the copying rows, claimed one at a time from the launch's counters
-// until none is left; then the counters are put back to 0 by the last sub-group of the grid to finish
-// claiming. Each claim is asked for before the unit claimed last is copied, and its answer taken after.
+// Units first .. first + count - 1 of the copying rows, claimed one at a time from the launch's counter until
+// none is left. Each claim is asked for before the unit claimed last is copied, and its answer taken after.
+// Every sub-group of the grid claims until its first answer of count or more, so a launch makes count +
+// sub-groups claims in all: the one answered with the last of them puts the counter back to 0, after every
+// other claim of the launch (they are all ordered on that one word), with no fence and no wait for the
+// copies' stores.
 template <class G>
 XSC_FN void copy_claimed_units(G& g, const SpecDecodeRecordSource& src, const u64* rows, u64 first, u64 count) {
-  u64* const claimed = src.source.claims;
+  u64* const counter = src.source.claims;
   const bool leader = g.sg_lane() == 0;
-  u64 asked = leader ? g.atomic_inc(claimed) : 0;
+  u64 asked = leader ? g.atomic_inc(counter) : 0;
   for (u64 t = g.sg_shuffle(asked, 0); t < count; t = g.sg_shuffle(asked, 0)) {
     const Job job = spec_unit_job(g, src, rows, first + t);
-    if (leader) asked = g.atomic_inc(claimed);
+    if (leader) asked = g.atomic_inc(counter);
     run_job(g, src, job);
     XSC_MARK(kMarkUnitDone, 0);
   }
-  // Every claim of this launch was made before the last sub-group's count (ordered through it), so that no
-  // claim of this launch comes after the counters are put back.
-  if (leader && g.atomic_inc_ordered(claimed + 1) + 1 == (u64)(g.num_groups() * g.num_sgs())) {
-    g.atomic_clear(claimed);
-    g.atomic_clear(claimed + 1);
-  }
+  if (leader && asked == count + (u64)(g.num_groups() * g.num_sgs()) - 1) g.atomic_clear(counter);
 }
 
 static_assert(kSpecMaxRecords <= kMaxGroupSize * kItems, "the copying rows' list lives in the tile table");
@@ -96,7 +94,7 @@ XSC_FN void run_large_batch(G& g, const SpecDecodeRecordSource& src) {
   g.barrier();
   XSC_MARK(kMarkScanned, 0);
   // Unit v belongs to group v % groups, its sub-groups dividing them as in the tile schedule; with claim
-  // counters only the units before the last 1 / kClaimedShare are dealt out so, and those are claimed.
+  // counter only the units before the last 1 / kClaimedShare are dealt out so, and those are claimed.
   const u64 groups = (u64)g.num_groups(), units = (u64)copying * (u64)s.row_units;
   const u64 claimed = s.claims ? units / kClaimedShare : 0;
   const SubgroupShare sh = share_of(g, (u64)g.group_id(), units - claimed);

@@ -96,9 +96,8 @@ struct SpecDecodeSource {
   const int* computed;     // postprocess: computed tokens (precomputed: after this step); precopy: src column
   const int* scheduled;    // postprocess only (not precomputed)
   const int* drafts;       // postprocess only (not precomputed)
-  // Two counters a launch finds at 0 and leaves at 0 (units claimed, sub-groups done claiming), through
-  // which a launch with its records in local memory claims its last units one at a time
-  // (spec_decode_schedule.h); null: every unit is dealt out before the first copy.
+  // A counter a launch finds at 0 and leaves at 0, through which a launch with its records in local memory
+  // claims its last units one at a time (spec_decode_schedule.h); null: every unit is dealt out in advance.
   u64* claims;
 
   XSC_HOST_FN i64 count() const { return rows * states; }

@@ -64,15 +64,8 @@ struct CudaGroup {
   // Whether p holds for any work-item of the group: a group function, reached by every work-item.
   __device__ bool any(bool p) const { return __syncthreads_or(p) != 0; }
   __device__ xsc::u64* scratch() const { return table; }
-  // Counters in global memory (spec_decode_schedule.h's claims): add 1 and return the value before; the
-  // ordered one also orders this work-item's earlier accesses before it and later ones after it.
+  // A counter in global memory (spec_decode_schedule.h's claims): add 1 and return the value before.
   __device__ xsc::u64 atomic_inc(xsc::u64* p) const { return atomicAdd((unsigned long long*)p, 1ull); }
-  __device__ xsc::u64 atomic_inc_ordered(xsc::u64* p) const {
-    __threadfence();
-    const xsc::u64 before = atomicAdd((unsigned long long*)p, 1ull);
-    __threadfence();
-    return before;
-  }
   __device__ void atomic_clear(xsc::u64* p) const { atomicExch((unsigned long long*)p, 0ull); }
   // The 128-byte line at p into L2, without waiting for it.
   __device__ void prefetch_line(const void* p) const { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }

@@ -144,7 +144,7 @@ sycl::event launch_spec_decode(sycl::queue& queue, const xsc::SpecDecodeSource& 
   const Launchable kernel = local ? k.spec_decode.for_batch(source.count()) : k.spec_decode_global;
   xsc::SpecDecodeSource launched = source;
 #ifdef SYCL_EXT_ONEAPI_GRAPH
-  // A recorded graph would replay this call's claim counters (csrc/torch/spec_decode.cpp): deal every unit.
+  // A recorded graph would replay this call's claim counter (csrc/torch/spec_decode.cpp): deal every unit.
   if (queue.ext_oneapi_get_state() == sycl::ext::oneapi::experimental::queue_state::recording)
     launched.claims = nullptr;
 #endif

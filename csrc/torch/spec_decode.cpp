@@ -118,14 +118,14 @@ at::Tensor host_plan(at::TensorList states, at::IntArrayRef kinds, at::IntArrayR
   return plan;
 }
 
-// Claim counters for one launch (SpecDecodeSource::claims): two words a launch finds at 0 and leaves at 0.
+// The claim counter of one launch (SpecDecodeSource::claims): a word a launch finds at 0 and leaves at 0.
 // Each device keeps a ring of kClaimSlots of them, a 128-byte line each, taken in turn by the calls: two
 // launches share a slot only with kClaimSlots - 1 calls on the device between them, and only if those two
 // ran at the same moment (on two streams) would they disturb each other. A launch captured into a graph
-// replays its slot, so the backends pass no counters while capturing.
+// replays its slot, so the backends pass no counter while capturing.
 constexpr int64_t kClaimSlots = 256, kClaimSlotWords = 16;
 
-u64* claim_counters(const at::Device& device) {
+u64* claim_counter(const at::Device& device) {
   struct Ring {
     at::Tensor words;
     std::atomic<uint64_t> next{0};
@@ -175,7 +175,7 @@ SpecDecodeCall make_call(at::TensorList states, at::IntArrayRef kinds, at::IntAr
   s.rows = num_rows;
   s.slots = slots;
   s.idx_mapping = idx_mapping.has_value() ? idx_mapping->data_ptr<int>() : nullptr;
-  s.claims = claim_counters(device);
+  s.claims = claim_counter(device);
   call.counts_out = nullptr;
   call.copy_rest = false;
   return call;
