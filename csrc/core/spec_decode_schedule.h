@@ -48,8 +48,9 @@ XSC_FN Job spec_unit_job(const G& g, const SpecDecodeRecordSource& src, const u6
 // The share of a launch's units claimed one at a time when it has a claim counter: 1 / kClaimedShare.
 // Dealt out in advance, the units ended when memory had served each sub-group its share, and it serves
 // some compute units far sooner than others: on an H200 the bench's step had its blocks done between
-// 149.6 and 169.5 µs, and with the last quarter claimed between 161.3 and 164.4 (0.1703 - 0.1713 ms ->
-// 0.1678 - 0.1679 ms). The last tenth or half claimed measured the same (docs/spec-decode-tuning.md).
+// 152.1 and 165.7 µs, and with the last quarter claimed between 160.5 and 163.5 (0.1699 - 0.1714 ms ->
+// 0.1650 - 0.1652, torch-free). The last tenth or half claimed measured as the quarter did
+// (docs/spec-decode-tuning.md, "Claimed units").
 constexpr u64 kClaimedShare = 4;
 
 // Units first .. first + count - 1 of the copying rows, claimed one at a time from the launch's counter until
