@@ -84,8 +84,8 @@ struct HostLane {
   i64 local_id() const { return sg * host->lanes + lane; }
   i64 local_size() const { return sgs * host->lanes; }
   u64* scratch() const { return local; }
-  u64 atomic_inc(u64* p) const { return __atomic_fetch_add(p, 1, __ATOMIC_RELAXED); }
-  void atomic_clear(u64* p) const { __atomic_store_n(p, 0, __ATOMIC_RELAXED); }
+  unsigned atomic_inc(unsigned* p) const { return __atomic_fetch_add(p, 1u, __ATOMIC_RELAXED); }
+  void atomic_clear(unsigned* p) const { __atomic_store_n(p, 0u, __ATOMIC_RELAXED); }
   void prefetch_line(const void*) const {}
   void barrier() const { host->all.wait(); }
   void sg_barrier() const { mine().wait(); }

@@ -71,7 +71,7 @@ bool run_case(int c) {
   source.state_idx = dst_cols.data(), source.computed = src_cols.data(), source.accepted = bias.data();
   // Half the cases claim their last units from a counter (which the launch must leave at 0), half deal
   // every unit out in advance.
-  u64 counter = 0;
+  unsigned counter = 0;
   const bool claims = pick(0, 1);
   source.claims = claims ? &counter : nullptr;
 
@@ -93,7 +93,7 @@ bool run_case(int c) {
 
   run_groups(groups, sgs, lanes, [&](auto& g) { run_large_batch(g, from_records); });
   if (counter != 0) {
-    std::printf("case %d FAIL: the claim counter was left at %llu\n", c, counter);
+    std::printf("case %d FAIL: the claim counter was left at %u\n", c, counter);
     return false;
   }
   for (i64 j = 0; j < states; ++j) {

@@ -65,7 +65,7 @@ struct SpecStep {
   int blocks = 0;  // per pool
   unsigned char *conv = nullptr, *temporal = nullptr;
   int *accepted, *state_idx, *computed, *scheduled, *drafts, *counts_out;
-  xsc::u64* claims = nullptr;  // the launches' claim counter, at 0 between launches
+  unsigned* claims = nullptr;  // the launches' claim counter, at 0 between launches
   std::vector<int*> tables;
   std::vector<xsc::i64*> plans;
   std::vector<unsigned long long*> span_tables;  // sources, then destinations

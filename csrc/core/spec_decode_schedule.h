@@ -52,6 +52,9 @@ XSC_FN Job spec_unit_job(const G& g, const SpecDecodeRecordSource& src, const u6
 // 0.1650 - 0.1652, torch-free). The last tenth or half claimed measured as the quarter did
 // (docs/spec-decode-tuning.md, "Claimed units").
 constexpr u64 kClaimedShare = 4;
+// The most claims a launch may make on its 32-bit counter (units claimed + sub-groups); a launch that would
+// make more (over 4 billion units: 32 TiB of copies) claims none.
+constexpr u64 kMaxClaims = 0xffffffffull;
 
 // Units first .. first + count - 1 of the copying rows, claimed one at a time from the launch's counter until
 // none is left. Each claim is asked for before the unit claimed last is copied, and its answer taken after.
@@ -61,7 +64,7 @@ constexpr u64 kClaimedShare = 4;
 // copies' stores.
 template <class G>
 XSC_FN void copy_claimed_units(G& g, const SpecDecodeRecordSource& src, const u64* rows, u64 first, u64 count) {
-  u64* const counter = src.source.claims;
+  unsigned* const counter = src.source.claims;
   const bool leader = g.sg_lane() == 0;
   u64 asked = leader ? g.atomic_inc(counter) : 0;
   for (u64 t = g.sg_shuffle(asked, 0); t < count; t = g.sg_shuffle(asked, 0)) {
@@ -97,7 +100,8 @@ XSC_FN void run_large_batch(G& g, const SpecDecodeRecordSource& src) {
   // Unit v belongs to group v % groups, its sub-groups dividing them as in the tile schedule; with claim
   // counter only the units before the last 1 / kClaimedShare are dealt out so, and those are claimed.
   const u64 groups = (u64)g.num_groups(), units = (u64)copying * (u64)s.row_units;
-  const u64 claimed = s.claims ? units / kClaimedShare : 0;
+  const u64 subgroups = groups * (u64)g.num_sgs();
+  const u64 claimed = s.claims && units / kClaimedShare + subgroups <= kMaxClaims ? units / kClaimedShare : 0;
   const SubgroupShare sh = share_of(g, (u64)g.group_id(), units - claimed);
   copy_share(g, src, sh, groups, [&](u64 v) { return spec_unit_job(g, src, rows, v); });
   if (s.claims) copy_claimed_units(g, src, rows, units - claimed, claimed);

@@ -98,7 +98,9 @@ struct SpecDecodeSource {
   const int* drafts;       // postprocess only (not precomputed)
   // A counter a launch finds at 0 and leaves at 0, through which a launch with its records in local memory
   // claims its last units one at a time (spec_decode_schedule.h); null: every unit is dealt out in advance.
-  u64* claims;
+  // 32 bits: 64-bit atomics are an optional feature of SYCL devices, and the kernels that use one were built
+  // as a program of their own.
+  unsigned* claims;
 
   XSC_HOST_FN i64 count() const { return rows * states; }
   static constexpr bool kSpreadScan = true;  // see run_tiles: each span takes dependent loads and a decision

@@ -65,8 +65,8 @@ struct CudaGroup {
   __device__ bool any(bool p) const { return __syncthreads_or(p) != 0; }
   __device__ xsc::u64* scratch() const { return table; }
   // A counter in global memory (spec_decode_schedule.h's claims): add 1 and return the value before.
-  __device__ xsc::u64 atomic_inc(xsc::u64* p) const { return atomicAdd((unsigned long long*)p, 1ull); }
-  __device__ void atomic_clear(xsc::u64* p) const { atomicExch((unsigned long long*)p, 0ull); }
+  __device__ unsigned atomic_inc(unsigned* p) const { return atomicAdd(p, 1u); }
+  __device__ void atomic_clear(unsigned* p) const { atomicExch(p, 0u); }
   // The 128-byte line at p into L2, without waiting for it.
   __device__ void prefetch_line(const void* p) const { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 

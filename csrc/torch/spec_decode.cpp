@@ -125,7 +125,7 @@ at::Tensor host_plan(at::TensorList states, at::IntArrayRef kinds, at::IntArrayR
 // replays its slot, so the backends pass no counter while capturing.
 constexpr int64_t kClaimSlots = 256, kClaimSlotWords = 16;
 
-u64* claim_counter(const at::Device& device) {
+unsigned* claim_counter(const at::Device& device) {
   struct Ring {
     at::Tensor words;
     std::atomic<uint64_t> next{0};
@@ -146,7 +146,7 @@ u64* claim_counter(const at::Device& device) {
     ring = r.get();
   }
   const uint64_t slot = ring->next.fetch_add(1) % (uint64_t)kClaimSlots;
-  return reinterpret_cast<u64*>(ring->words.data_ptr<int64_t>()) + slot * (uint64_t)kClaimSlotWords;
+  return reinterpret_cast<unsigned*>(ring->words.data_ptr<int64_t>() + slot * (uint64_t)kClaimSlotWords);
 }
 
 SpecDecodeCall make_call(at::TensorList states, at::IntArrayRef kinds, at::IntArrayRef groups,
