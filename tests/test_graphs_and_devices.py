@@ -75,7 +75,7 @@ def test_cuda_graph_replays_copy_states():
 
 @needs_cuda
 def test_cuda_graph_replays_spec_decode_between_eager_launches():
-    """A captured spec-decode launch deals every unit out (it would replay the claim counters of its
+    """A captured spec-decode launch deals every unit out (it would replay the claim counter of its
     capture); eager launches between its replays still claim theirs."""
     from spec_decode_reference import random_postprocess
     from test_spec_decode import POISON, assert_same_pools, run_postprocess, to_device

@@ -97,8 +97,8 @@ XSC_FN void run_large_batch(G& g, const SpecDecodeRecordSource& src) {
   }
   g.barrier();
   XSC_MARK(kMarkScanned, 0);
-  // Unit v belongs to group v % groups, its sub-groups dividing them as in the tile schedule; with claim
-  // counter only the units before the last 1 / kClaimedShare are dealt out so, and those are claimed.
+  // Unit v belongs to group v % groups, its sub-groups dividing them as in the tile schedule; with a claim
+  // counter only the units before the last 1 / kClaimedShare are dealt out so, and the rest are claimed.
   const u64 groups = (u64)g.num_groups(), units = (u64)copying * (u64)s.row_units;
   const u64 subgroups = groups * (u64)g.num_sgs();
   const u64 claimed = s.claims && units / kClaimedShare + subgroups <= kMaxClaims ? units / kClaimedShare : 0;
