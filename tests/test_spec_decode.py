@@ -32,7 +32,8 @@ def _clone_keeping_strides(t, device):
 
 
 def storage_bytes(t):
-    return bytes(t.untyped_storage().cpu())
+    """The whole storage under `t` as a host uint8 tensor (a Python bytes object would cost seconds per MiB)."""
+    return torch.empty(0, dtype=torch.uint8).set_(t.untyped_storage().cpu())
 
 
 def run_postprocess(s: Scenario, counts_out, copy_rest=True):
@@ -51,7 +52,10 @@ def run_precopy(s: Scenario):
 def assert_same_pools(ours, expected):
     """Every byte of every pool's storage, padding included."""
     for j, (a, b) in enumerate(zip(ours, expected)):
-        assert storage_bytes(a) == storage_bytes(b), f"states[{j}] differs"
+        got, want = storage_bytes(a), storage_bytes(b)
+        assert got.numel() == want.numel(), f"states[{j}]: {got.numel()} bytes against {want.numel()}"
+        bad = (got != want).nonzero().flatten()
+        assert bad.numel() == 0, f"states[{j}]: {bad.numel()} bytes differ, first at byte {bad[0].item()}"
 
 
 @pytest.mark.parametrize("seed", range(12))
