@@ -105,6 +105,42 @@ def test_cuda_graph_replays_spec_decode_between_eager_launches():
             assert torch.equal(out.cpu(), counts)
 
 
+STREAM_TARGETS = [pytest.param("cuda", marks=needs_cuda),
+                  pytest.param("xpu", marks=pytest.mark.skipif(not HAS_XPU, reason="needs an XPU"))]
+
+
+@pytest.mark.parametrize("device", STREAM_TARGETS)
+def test_spec_decode_launches_alternating_between_two_streams_stay_right(device):
+    """Each stream takes its claim counters from a ring of its own, zeroed on that stream with no wait for
+    the device: 300 launches alternating between two new streams, each stream on pools of its own, must
+    each leave exactly the reference's bytes and counts."""
+    from spec_decode_reference import random_postprocess
+    from test_spec_decode import POISON, assert_same_pools, run_postprocess, to_device
+    api = getattr(torch, device)
+    rng = random.Random(59)
+    runs = []
+    for stream in (api.Stream(), api.Stream()):
+        s = random_postprocess(rng, "sd", requests=40, layers=30)
+        counts = torch.full((s.num_accepted.numel(),), POISON, dtype=torch.int32)
+        s.reference(precopy=False, counts_out=counts)
+        with api.stream(stream):
+            ours = to_device(s, device)
+            runs.append((s, ours, [t.clone() for t in ours.states], counts,
+                         torch.empty_like(counts, device=device), stream))
+    api.synchronize()
+    for launch in range(300):
+        s, ours, pristine, counts, out, stream = runs[launch % 2]
+        with api.stream(stream):
+            for t, p in zip(ours.states, pristine):
+                t.copy_(p)
+            out.fill_(POISON)
+            run_postprocess(ours, out)
+        if launch < 4 or launch % 75 < 2 or launch >= 298:
+            stream.synchronize()
+            assert_same_pools(ours.states, s.states)
+            assert torch.equal(out.cpu(), counts), f"launch {launch}"
+
+
 @needs_cuda
 def test_compile_reduce_overhead_keeps_every_copy():
     rng = random.Random()

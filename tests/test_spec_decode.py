@@ -108,7 +108,7 @@ def test_postprocess_with_more_states_than_a_group_keeps_the_plan_of(target, lay
 
 
 def test_postprocess_stays_right_over_many_launches(target):
-    """A launch claims its last units through a counter it must leave at 0, from a ring of 256 per device:
+    """A launch claims its last units through a counter it must leave at 0, from a ring of 256 per stream:
     300 launches of one step (2,400 entries: the tile schedule even on an H200's 2,112 sub-groups), each on
     the same pristine pools, must each leave exactly the reference's bytes and counts."""
     rng = random.Random(301)

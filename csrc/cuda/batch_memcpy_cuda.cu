@@ -71,9 +71,9 @@ void launch_spec_decode(const at::Tensor& first_state, const xsc::SpecDecodeCall
   if (call.source.count() == 0) return;
   const int device = first_state.device().index();
   xsc::SpecDecodeSource source = call.source;
-  // A captured graph would replay this call's claim counter (csrc/torch/spec_decode.cpp): deal every unit.
-  if (c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None) source.claims = nullptr;
   if (source.records_fit()) {
+    if (c10::cuda::currentStreamCaptureStatusMayInitCtx() == c10::cuda::CaptureStatus::None)
+      source.claims = xsc::claim_counter(first_state.device());
     launch_build(xsc_cuda::spec_decode_kernel<false>, xsc_cuda::spec_decode_kernel<false>,
                  xsc_cuda::spec_decode_kernel<true>, device, source.count(), source, call.counts_out,
                  call.copy_rest ? 1 : 0);

@@ -137,17 +137,17 @@ sycl::event launch_copy_states(sycl::queue& queue, const CopyStatesArgs& a) {
 }
 
 sycl::event launch_spec_decode(sycl::queue& queue, const xsc::SpecDecodeSource& source, int* counts_out,
-                               bool copy_rest) {
+                               bool copy_rest, const std::function<unsigned*()>& claim_counter) {
   if (source.rows == 0 || source.states == 0) return sycl::event();
   const CachedKernels k = prepared_for(queue);
   const bool local = k.spec_local_fits && source.records_fit();
   const Launchable kernel = local ? k.spec_decode.for_batch(source.count()) : k.spec_decode_global;
   xsc::SpecDecodeSource launched = source;
+  bool recording = false;
 #ifdef SYCL_EXT_ONEAPI_GRAPH
-  // A recorded graph would replay this call's claim counter (csrc/torch/spec_decode.cpp): deal every unit.
-  if (queue.ext_oneapi_get_state() == sycl::ext::oneapi::experimental::queue_state::recording)
-    launched.claims = nullptr;
+  recording = queue.ext_oneapi_get_state() == sycl::ext::oneapi::experimental::queue_state::recording;
 #endif
+  if (local && !recording) launched.claims = claim_counter();
   return launch(queue, kernel, launched, counts_out, copy_rest ? 1 : 0);
 }
 

@@ -3,6 +3,7 @@
 #include <sycl/sycl.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "spec_decode_source.h"
@@ -35,9 +36,11 @@ struct CopyStatesArgs {
 sycl::event launch_batch_memcpy(sycl::queue& queue, const BatchMemcpyArgs& args);
 sycl::event launch_copy_states(sycl::queue& queue, const CopyStatesArgs& args);
 // The spec-decode copies: the source's pointers (plan, counts, tables) device-visible; `counts_out` the
-// accepted-token counts it writes (null for a precopy).
+// accepted-token counts it writes (null for a precopy). `claim_counter` gives the launch its claim counter
+// (SpecDecodeSource::claims), asked only when the launch uses one: the records build, on a queue that is
+// not recording a graph (a recorded launch would replay it).
 sycl::event launch_spec_decode(sycl::queue& queue, const xsc::SpecDecodeSource& source, int* counts_out,
-                               bool copy_rest);
+                               bool copy_rest, const std::function<unsigned*()>& claim_counter);
 
 // Each kernel in its two builds: the tile schedule alone, and `_small` for small batches (small_batch.h);
 // batch_memcpy also with the direct pass (`_direct`, batch_schedule.h's direct_units).

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <tuple>
 #include <utility>
 
 #include "checks.h"
@@ -118,11 +119,13 @@ at::Tensor host_plan(at::TensorList states, at::IntArrayRef kinds, at::IntArrayR
   return plan;
 }
 
-// The claim counter of one launch (SpecDecodeSource::claims): a word a launch finds at 0 and leaves at 0.
-// Each device keeps a ring of kClaimSlots of them, a 128-byte line each, taken in turn by the calls: two
-// launches share a slot only with kClaimSlots - 1 calls on the device between them, and only if those two
-// ran at the same moment (on two streams) would they disturb each other. A launch captured into a graph
-// replays its slot, so the backends pass no counter while capturing.
+}  // namespace
+
+// A word a launch finds at 0 and leaves at 0. Each stream of a device keeps a ring of kClaimSlots of them, a
+// 128-byte line each, taken in turn by its launches: a slot comes back only kClaimSlots launches later on
+// the same stream, which runs its launches one after another, so no two launches ever use one at the same
+// moment (a ring per device let two streams' launches meet on a slot when one stream stalled while the
+// other made kClaimSlots calls: units skipped, bytes left uncopied).
 constexpr int64_t kClaimSlots = 256, kClaimSlotWords = 16;
 
 unsigned* claim_counter(const at::Device& device) {
@@ -132,22 +135,25 @@ unsigned* claim_counter(const at::Device& device) {
   };
   static std::mutex mutex;
   // Never destroyed, as the device plans (state_plan.cpp): device memory freed at exit can crash.
-  static auto& rings = *new std::map<std::pair<int, int>, std::unique_ptr<Ring>>();
+  static auto& rings = *new std::map<std::tuple<int, int, int64_t>, std::unique_ptr<Ring>>();
+  const c10::Stream stream = c10::impl::VirtualGuardImpl(device.type()).getStream(device);
   Ring* ring;
   {
     std::lock_guard<std::mutex> lock(mutex);
-    std::unique_ptr<Ring>& r = rings[{(int)device.type(), (int)device.index()}];
+    std::unique_ptr<Ring>& r = rings[{(int)device.type(), (int)device.index(), (int64_t)stream.id()}];
     if (!r) {
       r = std::make_unique<Ring>();
       r->words = at::zeros({kClaimSlots * kClaimSlotWords}, at::TensorOptions().dtype(at::kLong).device(device));
-      // Zeroed on the current stream; a launch on another stream must find the zeros there too.
-      if (!device.is_cpu()) c10::impl::VirtualGuardImpl(device.type()).synchronizeDevice(device.index());
+      // Zeroed on this stream (the caller's device guard makes it the current one), so ahead of every
+      // launch that takes a slot: no wait for the device.
     }
     ring = r.get();
   }
   const uint64_t slot = ring->next.fetch_add(1) % (uint64_t)kClaimSlots;
   return reinterpret_cast<unsigned*>(ring->words.data_ptr<int64_t>() + slot * (uint64_t)kClaimSlotWords);
 }
+
+namespace {
 
 SpecDecodeCall make_call(at::TensorList states, at::IntArrayRef kinds, at::IntArrayRef groups,
                          at::TensorList tables, int64_t num_rows, const c10::optional<at::Tensor>& idx_mapping,
@@ -175,7 +181,6 @@ SpecDecodeCall make_call(at::TensorList states, at::IntArrayRef kinds, at::IntAr
   s.rows = num_rows;
   s.slots = slots;
   s.idx_mapping = idx_mapping.has_value() ? idx_mapping->data_ptr<int>() : nullptr;
-  s.claims = claim_counter(device);
   call.counts_out = nullptr;
   call.copy_rest = false;
   return call;
