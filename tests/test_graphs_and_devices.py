@@ -121,12 +121,12 @@ def test_spec_decode_launches_alternating_between_two_streams_stay_right(device)
     runs = []
     for stream in (api.Stream(), api.Stream()):
         s = random_postprocess(rng, "sd", requests=40, layers=30)
-        counts = torch.full((s.num_accepted.numel(),), POISON, dtype=torch.int32)
-        s.reference(precopy=False, counts_out=counts)
         with api.stream(stream):
             ours = to_device(s, device)
-            runs.append((s, ours, [t.clone() for t in ours.states], counts,
-                         torch.empty_like(counts, device=device), stream))
+            pristine = [t.clone() for t in ours.states]
+        counts = torch.full((s.num_accepted.numel(),), POISON, dtype=torch.int32)
+        s.reference(precopy=False, counts_out=counts)  # in place, on the host copy: after to_device
+        runs.append((s, ours, pristine, counts, torch.empty_like(counts, device=device), stream))
     api.synchronize()
     for launch in range(300):
         s, ours, pristine, counts, out, stream = runs[launch % 2]
