@@ -145,14 +145,15 @@ def random_tables(rng: random.Random, groups: int, rows: int, columns: int, num_
 
 
 def random_postprocess(rng: random.Random, layout: str = "sd", precomputed: bool = False, mapped: bool = False,
-                       max_requests: int = 64, requests: Optional[int] = None, layers: Optional[int] = None):
+                       max_requests: int = 64, requests: Optional[int] = None, layers: Optional[int] = None,
+                       groups: Optional[int] = None):
     """A postprocess scenario: decode rows with 1..3 draft tokens and prefill rows, accepted 1..drafts+1;
-    `requests` of them, or 1..max_requests; `layers` layers, or 1..3."""
+    `requests` of them, or 1..max_requests; `layers` layers, or 1..3; `groups` block tables, or 1..layers."""
     requests = requests or rng.randint(1, max_requests)
     block_size = rng.choice([2, 4, 8, 16])
     num_spec = rng.randint(1, 3)
     layers = layers or rng.randint(1, 3)
-    groups = rng.randint(1, layers)  # every group holds a layer, as vLLM's Mamba groups do
+    groups = groups or rng.randint(1, layers)  # every group holds a layer, as vLLM's Mamba groups do
     columns = rng.randint(4, 8)
     slots = requests + (rng.randint(0, 4) if mapped else 0)
     num_blocks = slots * columns + rng.randint(0, 3)

@@ -77,10 +77,9 @@ def test_cuda_graph_replays_copy_states():
 def test_cuda_graph_replays_spec_decode_between_eager_launches():
     """A captured spec-decode launch deals every unit out (it would replay the claim counter of its
     capture); eager launches between its replays still claim theirs."""
-    from spec_decode_reference import random_postprocess
-    from test_spec_decode import POISON, assert_same_pools, run_postprocess, to_device
+    from test_spec_decode import POISON, assert_same_pools, claiming_step, run_postprocess, to_device
     rng = random.Random(53)
-    captured, eager = (random_postprocess(rng, "sd", requests=40, layers=30) for _ in range(2))
+    captured, eager = (claiming_step(rng) for _ in range(2))
     runs = []
     for s in (captured, eager):
         counts = torch.full((s.num_accepted.numel(),), POISON, dtype=torch.int32)
@@ -114,13 +113,12 @@ def test_spec_decode_launches_alternating_between_two_streams_stay_right(device)
     """Each stream takes its claim counters from a ring of its own, zeroed on that stream with no wait for
     the device: 300 launches alternating between two new streams, each stream on pools of its own, must
     each leave exactly the reference's bytes and counts."""
-    from spec_decode_reference import random_postprocess
-    from test_spec_decode import POISON, assert_same_pools, run_postprocess, to_device
+    from test_spec_decode import POISON, assert_same_pools, claiming_step, run_postprocess, to_device
     api = getattr(torch, device)
     rng = random.Random(59)
     runs = []
     for stream in (api.Stream(), api.Stream()):
-        s = random_postprocess(rng, "sd", requests=40, layers=30)
+        s = claiming_step(rng)
         with api.stream(stream):
             ours = to_device(s, device)
             pristine = [t.clone() for t in ours.states]

@@ -107,12 +107,20 @@ def test_postprocess_with_more_states_than_a_group_keeps_the_plan_of(target, lay
     _check_postprocess(target, s)
 
 
+def claiming_step(rng):
+    """A postprocess step whose launch claims its last units from a counter: 40 requests x 2 block tables
+    keep their records in a work-group (the records build, up to 512), and 40 requests x 60 states are
+    2,400 entries, past the small-batch schedule on every device (at most 8 per lane of one sub-group)."""
+    s = random_postprocess(rng, "sd", requests=40, layers=30, groups=2)
+    assert s.num_rows * len(s.block_tables) <= 512 and s.num_rows * len(s.states) == 2400
+    return s
+
+
 def test_postprocess_stays_right_over_many_launches(target):
     """A launch claims its last units through a counter it must leave at 0, from a ring of 256 per stream:
-    300 launches of one step (2,400 entries: the tile schedule even on an H200's 2,112 sub-groups), each on
-    the same pristine pools, must each leave exactly the reference's bytes and counts."""
-    rng = random.Random(301)
-    s = random_postprocess(rng, "sd", requests=40, layers=30)
+    300 launches of one step, each on the same pristine pools, must each leave exactly the reference's
+    bytes and counts."""
+    s = claiming_step(random.Random(301))
     ours = to_device(s, target.device)
     pristine = [t.clone() for t in ours.states]
     counts = torch.full((s.num_accepted.numel(),), POISON, dtype=torch.int32)
