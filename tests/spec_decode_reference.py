@@ -194,9 +194,11 @@ def random_postprocess(rng: random.Random, layout: str = "sd", precomputed: bool
     return s
 
 
-def random_precopy(rng: random.Random, layout: str = "sd", mapped: bool = False, max_requests: int = 64):
-    """A precopy scenario: fresh requests (src -1), requests staying in their block, and ones moving on."""
-    s = random_postprocess(rng, layout, precomputed=True, mapped=mapped, max_requests=max_requests)
+def random_precopy(rng: random.Random, layout: str = "sd", mapped: bool = False, max_requests: int = 64,
+                   **sizes):
+    """A precopy scenario: fresh requests (src -1), requests staying in their block, and ones moving on.
+    `sizes`: random_postprocess's requests, layers and groups."""
+    s = random_postprocess(rng, layout, precomputed=True, mapped=mapped, max_requests=max_requests, **sizes)
     slots = s.num_accepted.numel()
     columns = s.block_tables[0].shape[1]
     dst, src, bias = [], [], []

@@ -88,6 +88,27 @@ def _check_postprocess(target, s):
     assert torch.equal(ours_counts.cpu(), counts)
 
 
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("step", ["postprocess", "precopy"])
+def test_steps_past_the_small_batch_schedule_match_reference(target, seed, step):
+    """24 - 40 requests x 12 - 20 layers (576 - 1,600 entries) on 1 - 4 block tables: their records fit a
+    work-group and they are past the small-batch schedule (at most 8 entries per lane of one sub-group), so
+    the launch deals out three quarters of its units and claims the rest, which the randomized steps above,
+    small batches all, never do."""
+    rng = random.Random(500 + seed)
+    layout = "ds" if seed % 2 else "sd"
+    sizes = dict(requests=rng.randint(24, 40), layers=rng.randint(12, 20), groups=rng.randint(1, 4))
+    if step == "postprocess":
+        _check_postprocess(target, random_postprocess(rng, layout, precomputed=seed >= 2, mapped=seed >= 2, **sizes))
+        return
+    s = random_precopy(rng, layout, mapped=seed >= 2, **sizes)
+    ours = to_device(s, target.device)
+    run_precopy(ours)
+    synchronize(target.device)
+    s.reference(precopy=True)
+    assert_same_pools(ours.states, s.states)
+
+
 @pytest.mark.parametrize("layout", ["sd", "ds"])
 def test_postprocess_with_more_rows_than_a_group_keeps(target, layout):
     """600 rows: more row records than a work-group keeps in local memory (512), so the kernels read every
