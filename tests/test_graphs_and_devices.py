@@ -77,31 +77,21 @@ def test_cuda_graph_replays_copy_states():
 def test_cuda_graph_replays_spec_decode_between_eager_launches():
     """A captured spec-decode launch deals every unit out (it would replay the claim counter of its
     capture); eager launches between its replays still claim theirs."""
-    from test_spec_decode import POISON, assert_same_pools, claiming_step, run_postprocess, to_device
+    from test_spec_decode import Relaunch, claiming_step, run_postprocess
     rng = random.Random(53)
-    captured, eager = (claiming_step(rng) for _ in range(2))
-    runs = []
-    for s in (captured, eager):
-        counts = torch.full((s.num_accepted.numel(),), POISON, dtype=torch.int32)
-        ours = to_device(s, "cuda")
-        pristine = [t.clone() for t in ours.states]
-        s.reference(precopy=False, counts_out=counts)
-        runs.append((s, ours, pristine, counts, torch.empty_like(counts, device="cuda")))
-    graph_run = runs[0]
-    run_postprocess(graph_run[1], graph_run[4])  # plan cached before capture
+    captured, eager = (Relaunch(claiming_step(rng), "cuda") for _ in range(2))
+    run_postprocess(captured.ours, captured.out)  # plan cached before capture
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        run_postprocess(graph_run[1], graph_run[4])
-    for _ in range(3):
-        for (s, ours, pristine, counts, out), replay in zip(runs, (True, False)):
-            for t, p in zip(ours.states, pristine):
-                t.copy_(p)
-            out.fill_(POISON)
-            graph.replay() if replay else run_postprocess(ours, out)
-            torch.cuda.synchronize()
-            assert_same_pools(ours.states, s.states)
-            assert torch.equal(out.cpu(), counts)
+        run_postprocess(captured.ours, captured.out)
+    for launch in range(3):
+        captured.reset()
+        graph.replay()
+        eager.launch()
+        torch.cuda.synchronize()
+        captured.check(launch)
+        eager.check(launch)
 
 
 STREAM_TARGETS = [pytest.param("cuda", marks=needs_cuda),
@@ -113,30 +103,21 @@ def test_spec_decode_launches_alternating_between_two_streams_stay_right(device)
     """Each stream takes its claim counters from a ring of its own, zeroed on that stream with no wait for
     the device: 300 launches alternating between two new streams, each stream on pools of its own, must
     each leave exactly the reference's bytes and counts."""
-    from test_spec_decode import POISON, assert_same_pools, claiming_step, run_postprocess, to_device
+    from test_spec_decode import Relaunch, claiming_step
     api = getattr(torch, device)
     rng = random.Random(59)
     runs = []
     for stream in (api.Stream(), api.Stream()):
-        s = claiming_step(rng)
         with api.stream(stream):
-            ours = to_device(s, device)
-            pristine = [t.clone() for t in ours.states]
-        counts = torch.full((s.num_accepted.numel(),), POISON, dtype=torch.int32)
-        s.reference(precopy=False, counts_out=counts)  # in place, on the host copy: after to_device
-        runs.append((s, ours, pristine, counts, torch.empty_like(counts, device=device), stream))
+            runs.append((Relaunch(claiming_step(rng), device), stream))
     api.synchronize()
     for launch in range(300):
-        s, ours, pristine, counts, out, stream = runs[launch % 2]
+        run, stream = runs[launch % 2]
         with api.stream(stream):
-            for t, p in zip(ours.states, pristine):
-                t.copy_(p)
-            out.fill_(POISON)
-            run_postprocess(ours, out)
+            run.launch()
         if launch < 4 or launch % 75 < 2 or launch >= 298:
             stream.synchronize()
-            assert_same_pools(ours.states, s.states)
-            assert torch.equal(out.cpu(), counts), f"launch {launch}"
+            run.check(launch)
 
 
 @needs_cuda

@@ -88,6 +88,15 @@ def _check_postprocess(target, s):
     assert torch.equal(ours_counts.cpu(), counts)
 
 
+def _check_precopy(target, s):
+    """Our precopy of `s` on the target against the reference: every pool byte."""
+    ours = to_device(s, target.device)
+    run_precopy(ours)
+    synchronize(target.device)
+    s.reference(precopy=True)
+    assert_same_pools(ours.states, s.states)
+
+
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("step", ["postprocess", "precopy"])
 def test_steps_past_the_small_batch_schedule_match_reference(target, seed, step):
@@ -100,13 +109,8 @@ def test_steps_past_the_small_batch_schedule_match_reference(target, seed, step)
     sizes = dict(requests=rng.randint(24, 40), layers=rng.randint(12, 20), groups=rng.randint(1, 4))
     if step == "postprocess":
         _check_postprocess(target, random_postprocess(rng, layout, precomputed=seed >= 2, mapped=seed >= 2, **sizes))
-        return
-    s = random_precopy(rng, layout, mapped=seed >= 2, **sizes)
-    ours = to_device(s, target.device)
-    run_precopy(ours)
-    synchronize(target.device)
-    s.reference(precopy=True)
-    assert_same_pools(ours.states, s.states)
+    else:
+        _check_precopy(target, random_precopy(rng, layout, mapped=seed >= 2, **sizes))
 
 
 @pytest.mark.parametrize("layout", ["sd", "ds"])
@@ -137,37 +141,51 @@ def claiming_step(rng):
     return s
 
 
+class Relaunch:
+    """One postprocess step launched again and again on `device`: its pools, a pristine copy of them, the
+    reference's pools (in `s`) and counts, and the counts buffer the launches write."""
+
+    def __init__(self, s, device):
+        self.s, self.ours = s, to_device(s, device)
+        self.pristine = [t.clone() for t in self.ours.states]
+        self.counts = torch.full((s.num_accepted.numel(),), POISON, dtype=torch.int32)
+        s.reference(precopy=False, counts_out=self.counts)  # in place on the host pools: after to_device
+        self.out = torch.empty_like(self.counts, device=device)
+
+    def reset(self):
+        """The pools as before the step and the counts poisoned, on the current stream."""
+        for t, p in zip(self.ours.states, self.pristine):
+            t.copy_(p)
+        self.out.fill_(POISON)
+
+    def launch(self):
+        self.reset()
+        run_postprocess(self.ours, self.out)
+
+    def check(self, launch):
+        """After the last launch is done: every pool byte and every count."""
+        assert_same_pools(self.ours.states, self.s.states)
+        assert torch.equal(self.out.cpu(), self.counts), f"launch {launch}"
+
+
 def test_postprocess_stays_right_over_many_launches(target):
     """A launch claims its last units through a counter it must leave at 0, from a ring of 256 per stream:
     300 launches of one step, each on the same pristine pools, must each leave exactly the reference's
     bytes and counts."""
-    s = claiming_step(random.Random(301))
-    ours = to_device(s, target.device)
-    pristine = [t.clone() for t in ours.states]
-    counts = torch.full((s.num_accepted.numel(),), POISON, dtype=torch.int32)
-    s.reference(precopy=False, counts_out=counts)
-    ours_counts = torch.empty_like(counts, device=target.device)
+    run = Relaunch(claiming_step(random.Random(301)), target.device)
     for launch in range(300):
-        for t, p in zip(ours.states, pristine):
-            t.copy_(p)
-        ours_counts.fill_(POISON)
-        run_postprocess(ours, ours_counts)
+        run.launch()
         if launch % 75 == 0 or launch == 299:
             synchronize(target.device)
-            assert_same_pools(ours.states, s.states)
-            assert torch.equal(ours_counts.cpu(), counts), f"launch {launch}"
+            run.check(launch)
 
 
 @pytest.mark.parametrize("seed", range(8))
 @pytest.mark.parametrize("layout", ["sd", "ds"])
 def test_precopy_matches_reference(target, seed, layout):
     rng = random.Random(1000 + seed * 7 + (layout == "ds"))
-    s = random_precopy(rng, layout, mapped=seed % 2 == 1, max_requests=64 if target.name == "cpu" else 24)
-    ours = to_device(s, target.device)
-    run_precopy(ours)
-    synchronize(target.device)
-    s.reference(precopy=True)
-    assert_same_pools(ours.states, s.states)
+    _check_precopy(target, random_precopy(rng, layout, mapped=seed % 2 == 1,
+                                          max_requests=64 if target.name == "cpu" else 24))
 
 
 def _one_request(kind_layout="sd", tokens=4):
