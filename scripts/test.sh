@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: pytest (every target this machine has, the XPU compile checks, the workflow lint)
+# The whole test suite: pytest (every target this machine has, the XPU compile checks, the kernels compiled
+# by Intel's GPU compiler, the workflow lint)
 # and the C++ tests of the torch-free core (ctest, on the SYCL CPU device). Run scripts/setup.sh first: the
 # suite tests the wheel it installed.
 set -euo pipefail
@@ -13,6 +14,8 @@ export PATH="$VENV_BIN:$PATH"
 export XPU_STATE_COPY_REQUIRE_SYCL=${XPU_STATE_COPY_REQUIRE_SYCL:-1}
 # Likewise the workflow and shell lint (actionlint, shellcheck: setup.sh installs them).
 export XPU_STATE_COPY_REQUIRE_LINT=${XPU_STATE_COPY_REQUIRE_LINT:-1}
+# Likewise the IGC compile check (ocloc, which setup.sh unpacks from Debian's packages).
+export XPU_STATE_COPY_REQUIRE_OCLOC=${XPU_STATE_COPY_REQUIRE_OCLOC:-1}
 # Likewise the tests against real vLLM releases (installed from PyPI into .cache/vllm-envs on first use).
 export XPU_STATE_COPY_REQUIRE_VLLM=${XPU_STATE_COPY_REQUIRE_VLLM:-1}
 

@@ -1,7 +1,17 @@
-// sycl-jit: the kernel source is embedded in the library at build time and compiled by SYCL's kernel
-// compiler (sycl_ext_oneapi_kernel_compiler) the first time a device needs it. SYCL's persistent cache
-// (SYCL_CACHE_PERSISTENT=1, which the Python package turns on unless told otherwise) makes later
-// processes skip the compile.
+// sycl-jit: the kernels are built at run time by SYCL's kernel compiler (sycl_ext_oneapi_kernel_compiler)
+// the first time a device needs them, from one of two inputs:
+//  - the SYCL source embedded in the library at build time (kernel_sources.inc);
+//  - the SPIR-V device image made from that same source when the wheel was built, which is the module CI
+//    compiles with Intel's offline GPU compiler (ocloc). The Python package hands it over and decides when
+//    it is preferred (device_image.py); a failed image build falls back to the source with one log line.
+// SYCL's persistent cache (SYCL_CACHE_PERSISTENT=1, which the Python package turns on unless told
+// otherwise) keeps what the source path builds, so a later process loads it in under a second; for SPIR-V
+// input it keeps nothing, and the device's compiler translates the module again in every process.
+#include "kernel_provider_jit.h"
+
+#include <chrono>
+#include <cstdio>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -12,9 +22,57 @@ namespace xsc_sycl {
 
 namespace syclexp = sycl::ext::oneapi::experimental;
 
-const char* kernel_origin() { return "sycl-jit"; }
+namespace {
 
-Kernels build_kernels(const sycl::context& context, sycl::device device) {
+const char* const kKernelNames[] = {"xsc_batch_memcpy", "xsc_batch_memcpy_small", "xsc_batch_memcpy_direct",
+                                    "xsc_copy_states", "xsc_copy_states_small", "xsc_spec_decode",
+                                    "xsc_spec_decode_small", "xsc_spec_decode_global"};
+
+// Guards the image and the build records: builds of different contexts may run on different threads.
+std::mutex& state_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+struct DeviceImage {
+  std::vector<std::byte> spirv;
+  bool preferred = false;  // false: only for a device that cannot compile SYCL source
+};
+
+DeviceImage& device_image() {
+  static auto* image = new DeviceImage();
+  return *image;
+}
+
+std::vector<KernelBuild>& builds() {
+  static auto* records = new std::vector<KernelBuild>();
+  return *records;
+}
+
+// In SPIR-V a free-function kernel's entry point carries the front end's prefix; the source bundle maps
+// the plain names itself.
+template <class Bundle>
+Kernels kernels_from(Bundle executable, const std::string& prefix) {
+  const auto get = [&](int i) { return executable.ext_oneapi_get_kernel(prefix + kKernelNames[i]); };
+  return Kernels{get(0), get(1), get(2), get(3), get(4), get(5), get(6), get(7)};
+}
+
+auto source_bundle(const sycl::context& context) {
+  syclexp::include_files headers("copy_words.h", kCopyWordsHeader);
+  headers.add("shifted_copy.h", kShiftedCopyHeader);
+  headers.add("copy_routine.h", kCopyRoutineHeader);
+  headers.add("entry_sources.h", kEntrySourcesHeader);
+  headers.add("batch_jobs.h", kBatchJobsHeader);
+  headers.add("small_batch.h", kSmallBatchHeader);
+  headers.add("batch_schedule.h", kBatchScheduleHeader);
+  headers.add("spec_decode_source.h", kSpecDecodeSourceHeader);
+  headers.add("spec_decode_schedule.h", kSpecDecodeScheduleHeader);
+  return syclexp::create_kernel_bundle_from_source(context, syclexp::source_language::sycl,
+                                                   std::string(kBatchCopyKernelSource), syclexp::properties{headers});
+}
+
+auto built_from_source(const sycl::context& context, sycl::device device,
+                       const std::vector<std::string>& options = {}) {
   if (!device.ext_oneapi_can_compile(syclexp::source_language::sycl)) {
     throw std::runtime_error(
         "xpu_state_copy: SYCL device '" + device.get_info<sycl::info::device::name>() +
@@ -22,27 +80,9 @@ Kernels build_kernels(const sycl::context& context, sycl::device device) {
         "needed, or build the extension ahead of time with icpx");
   }
   try {
-    syclexp::include_files headers("copy_words.h", kCopyWordsHeader);
-    headers.add("shifted_copy.h", kShiftedCopyHeader);
-    headers.add("copy_routine.h", kCopyRoutineHeader);
-    headers.add("entry_sources.h", kEntrySourcesHeader);
-    headers.add("batch_jobs.h", kBatchJobsHeader);
-    headers.add("small_batch.h", kSmallBatchHeader);
-    headers.add("batch_schedule.h", kBatchScheduleHeader);
-    headers.add("spec_decode_source.h", kSpecDecodeSourceHeader);
-    headers.add("spec_decode_schedule.h", kSpecDecodeScheduleHeader);
-    auto source = syclexp::create_kernel_bundle_from_source(context, syclexp::source_language::sycl,
-                                                            std::string(kBatchCopyKernelSource),
-                                                            syclexp::properties{headers});
-    auto executable = syclexp::build(source, std::vector<sycl::device>{device});
-    return Kernels{executable.ext_oneapi_get_kernel("xsc_batch_memcpy"),
-                   executable.ext_oneapi_get_kernel("xsc_batch_memcpy_small"),
-                   executable.ext_oneapi_get_kernel("xsc_batch_memcpy_direct"),
-                   executable.ext_oneapi_get_kernel("xsc_copy_states"),
-                   executable.ext_oneapi_get_kernel("xsc_copy_states_small"),
-                   executable.ext_oneapi_get_kernel("xsc_spec_decode"),
-                   executable.ext_oneapi_get_kernel("xsc_spec_decode_small"),
-                   executable.ext_oneapi_get_kernel("xsc_spec_decode_global")};
+    auto source = source_bundle(context);
+    return syclexp::build(source, std::vector<sycl::device>{device},
+                          syclexp::properties{syclexp::build_options{options}});
   } catch (const sycl::exception& e) {  // the compiler's own failure, with its log
     throw std::runtime_error(std::string("xpu_state_copy: compiling the SYCL copy kernels at run time failed; "
                                          "the build log follows (XPU_STATE_COPY_BACKEND=cpu avoids the SYCL "
@@ -53,6 +93,85 @@ Kernels build_kernels(const sycl::context& context, sycl::device device) {
                              "); a corrupt persistent kernel cache does this: delete SYCL_CACHE_DIR (default "
                              "~/.cache/libsycl_cache) or set SYCL_CACHE_PERSISTENT=0");
   }
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+const char* kernel_origin() { return "sycl-jit"; }
+
+void set_device_image(std::vector<std::byte> spirv, bool preferred) {
+  std::lock_guard<std::mutex> lock(state_mutex());
+  device_image() = DeviceImage{std::move(spirv), preferred};
+}
+
+std::vector<KernelBuild> kernel_builds() {
+  std::lock_guard<std::mutex> lock(state_mutex());
+  return builds();
+}
+
+Kernels build_kernels(const sycl::context& context, sycl::device device) {
+  DeviceImage image;
+  {
+    std::lock_guard<std::mutex> lock(state_mutex());
+    image = device_image();
+  }
+  const std::string name = device.get_info<sycl::info::device::name>();
+  const bool from_image =
+      !image.spirv.empty() && (image.preferred || !device.ext_oneapi_can_compile(syclexp::source_language::sycl));
+  const auto record = [&](const char* input, std::chrono::steady_clock::time_point start, std::string note) {
+    std::lock_guard<std::mutex> lock(state_mutex());
+    builds().push_back(KernelBuild{name, input, seconds_since(start), std::move(note)});
+  };
+  std::string why_source;
+  if (from_image) {
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      auto bundle =
+          syclexp::create_kernel_bundle_from_source(context, syclexp::source_language::spirv, image.spirv);
+      Kernels k = kernels_from(syclexp::build(bundle, std::vector<sycl::device>{device}), "__sycl_kernel_");
+      record("spirv-image", start, image.preferred ? "" : "the device cannot compile SYCL source");
+      return k;
+    } catch (const std::exception& e) {
+      why_source = std::string("the SPIR-V device image failed to build: ") + e.what();
+      std::fprintf(stderr, "xpu_state_copy: the SPIR-V device image failed to build for '%s' (%s); "
+                   "compiling the SYCL source instead\n", name.c_str(), e.what());
+    }
+  }
+  const auto start = std::chrono::steady_clock::now();
+  Kernels k = kernels_from(built_from_source(context, device), "");
+  record("sycl-source", start, why_source);
+  return k;
+}
+
+std::vector<std::byte> spirv_from_source(const sycl::context& context, sycl::device device,
+                                         const std::vector<std::string>& options) {
+  auto executable = built_from_source(context, device, options);
+  if (std::distance(executable.begin(), executable.end()) != 1)
+    throw std::runtime_error("xpu_state_copy: expected the kernel compiler to make one device image, got " +
+                             std::to_string(std::distance(executable.begin(), executable.end())));
+  std::vector<std::byte> spirv = executable.begin()->ext_oneapi_get_backend_content();
+  const uint32_t kSpirvMagic = 0x07230203;
+  if (spirv.size() < 4 || *reinterpret_cast<const uint32_t*>(spirv.data()) != kSpirvMagic)
+    throw std::runtime_error("xpu_state_copy: the kernel compiler's device image for '" +
+                             device.get_info<sycl::info::device::name>() + "' is not SPIR-V");
+  return spirv;
+}
+
+std::string kernel_source_digest() {
+  uint64_t hash = 14695981039346656037ull;  // FNV-1a, 64-bit: a fingerprint, not a defence
+  for (const char* text : {kBatchCopyKernelSource, kCopyWordsHeader, kShiftedCopyHeader, kCopyRoutineHeader,
+                           kEntrySourcesHeader, kBatchJobsHeader, kSmallBatchHeader, kBatchScheduleHeader,
+                           kSpecDecodeSourceHeader, kSpecDecodeScheduleHeader}) {
+    for (const char* c = text; *c; ++c) hash = (hash ^ (unsigned char)*c) * 1099511628211ull;
+    hash = (hash ^ 0xff) * 1099511628211ull;  // a separator, so moved text between files changes the hash
+  }
+  char out[17];
+  std::snprintf(out, sizeof out, "%016llx", (unsigned long long)hash);
+  return out;
 }
 
 }  // namespace xsc_sycl

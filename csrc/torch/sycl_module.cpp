@@ -1,13 +1,53 @@
 // The Python module _sycl_jit: importing it registers the SYCL implementations (sycl_ops.cpp). Its
-// functions report what the SYCL runtime sees, for backend() and doctor.
+// functions report what the SYCL runtime sees, for backend() and doctor, and move the SPIR-V device image
+// between the wheel and the kernel provider (device_image.py).
+#include <pybind11/stl.h>
 #include <torch/extension.h>
 
+#include <cstring>
+
+#include "kernel_provider_jit.h"
 #include "launcher.h"
 #include "sycl_ops.h"
+
+namespace py = pybind11;
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("kernel_origin", [] { return std::string(xsc_sycl::kernel_origin()); });
   m.def("cpu_device_name", [] {
     return xsc::sycl_cpu_queue().get_device().get_info<sycl::info::device::name>();
   }, "Name of the SYCL CPU device (raises when there is none).");
+  m.def("kernel_source_digest", &xsc_sycl::kernel_source_digest,
+        "Fingerprint of the kernel source embedded in this library.");
+  m.def("set_device_image", [](py::bytes spirv, bool preferred) {
+    const std::string text = spirv;
+    std::vector<std::byte> image(text.size());
+    std::memcpy(image.data(), text.data(), text.size());
+    xsc_sycl::set_device_image(std::move(image), preferred);
+  }, py::arg("spirv"), py::arg("preferred"),
+     "SPIR-V the kernels may be built from (b'': source only); preferred: tried before the source for every "
+     "device, else only where the device cannot compile SYCL source.");
+  m.def("spirv_from_source", [](const std::vector<std::string>& options) {
+    std::vector<std::byte> spirv;
+    {
+      py::gil_scoped_release release;  // a build of the whole source: tens of seconds on the CPU device
+      sycl::queue& queue = xsc::sycl_cpu_queue();
+      spirv = xsc_sycl::spirv_from_source(queue.get_context(), queue.get_device(), options);
+    }
+    return py::bytes(reinterpret_cast<const char*>(spirv.data()), spirv.size());
+  }, py::arg("options") = std::vector<std::string>{},
+     "Builds the embedded source on the SYCL CPU device (kernel compiler options: e.g. -DNAME=VALUE) and "
+     "returns its SPIR-V module.");
+  m.def("kernel_builds", [] {
+    py::list out;
+    for (const xsc_sycl::KernelBuild& b : xsc_sycl::kernel_builds()) {
+      py::dict d;
+      d["device"] = b.device;
+      d["input"] = b.input;
+      d["seconds"] = b.seconds;
+      d["note"] = b.note;
+      out.append(d);
+    }
+    return out;
+  }, "How this process obtained each device's kernels: device, input, seconds, note.");
 }

@@ -11,7 +11,7 @@ import sys
 
 import torch
 
-from . import _build
+from . import _build, device_image
 
 
 def _sycl_library_dirs():
@@ -27,6 +27,13 @@ def _set_sycl_environment():
                 os.environ["OCL_ICD_FILENAMES"] = str(lib / "libintelocl.so")
                 break
     os.environ.setdefault("SYCL_CACHE_PERSISTENT", "1")
+    # SYCL silently caches nothing when SYCL_CACHE_DIR names a folder that does not exist (seen).
+    cache_dir = os.environ.get("SYCL_CACHE_DIR")
+    if cache_dir:
+        try:
+            os.makedirs(cache_dir, exist_ok=True)
+        except OSError:
+            pass  # unwritable: SYCL then builds in every process, as it would have
 
 
 _set_sycl_environment()
@@ -48,6 +55,8 @@ except ModuleNotFoundError as error:
         _sycl_error = error
 except ImportError as error:  # built, but its SYCL runtime (libsycl) is missing now, or another torch is here
     _sycl_error = _build.explain_load_failure(error, "xpu_state_copy._sycl_jit") or error
+if _sycl_module is not None:
+    device_image.configure(_sycl_module)  # before any copy: a device's kernels are built once
 
 
 class BackendUnavailable(RuntimeError):

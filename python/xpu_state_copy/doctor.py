@@ -77,6 +77,14 @@ def check_backends(devices):
     return {"per_device": backends, "sycl": origin, "sycl_reason": reason}
 
 
+def check_device_image():
+    """The shipped SPIR-V image, what XPU_STATE_COPY_DEVICE_IMAGE made of it, and how kernels were built."""
+    from . import _loader, device_image
+
+    builds = _loader._sycl_module.kernel_builds() if _loader._sycl_module is not None else []
+    return {"shipped": device_image.shipped_info(), "status": device_image.status(), "builds": builds}
+
+
 def check_vllm(import_module):
     from . import vllm_plugin
     from .vllm_compat import MAMBA_UTILS, inspect_mamba_utils, installed_vllm_version
@@ -152,6 +160,7 @@ def collect(args):
               "build": _guard(check_build), "torch": _guard(check_torch), "runtimes": _guard(check_runtimes),
               "backends": _guard(check_backends, devices),
               "vllm": _guard(check_vllm, not args.skip_vllm_import), "probe": _guard(probe, current)}
+    report["device_image"] = _guard(check_device_image)  # after the probe: it lists the builds the probe made
     report["problems"] = problems(report)
     return report
 
@@ -194,6 +203,13 @@ def _text(report):
     lines.append(f"probe on {probe_result.get('device')}: address {probe_result.get('address')} "
                  f"(bit 63 set: {probe_result.get('address_has_bit_63')}), self-test "
                  f"{'ok' if probe_result.get('selftest_ok') else 'FAILED ' + probe_result.get('error', '')}")
+    image = report.get("device_image", {})
+    shipped = image.get("shipped")
+    lines.append(f"device image         {'%d B of SPIR-V' % shipped['bytes'] if shipped else 'none shipped'}; "
+                 f"{image.get('status', {}).get('reason', image.get('error'))}")
+    for build in image.get("builds", []):
+        lines.append(f"  kernels for {build['device']}: from {build['input']} in {build['seconds']:.2f} s"
+                     + (f" ({build['note']})" if build["note"] else ""))
     lines += [f"PROBLEM: {p}" for p in report["problems"]] or ["no problem found"]
     return "\n".join(lines)
 

@@ -1,0 +1,124 @@
+"""The SPIR-V device image the wheel ships (device_image.py): present, made from this build's kernel source,
+used when XPU_STATE_COPY_DEVICE_IMAGE asks for it, and left for the source, with one log line, when it
+fails to build. The copies run on the SYCL CPU device in child processes, each with its own SYCL runtime
+(a process builds a device's kernels once).
+"""
+import hashlib
+import json
+import os
+import struct
+import subprocess
+import sys
+import warnings
+
+import pytest
+
+from xpu_state_copy import _loader, device_image
+
+if _loader._sycl_module is None and _loader._C.built_with_sycl_aot:
+    pytest.skip("the kernels were compiled ahead of time by icpx: no device image", allow_module_level=True)
+pytestmark = pytest.mark.skipif(
+    _loader._sycl_module is None and os.environ.get("XPU_STATE_COPY_REQUIRE_SYCL") != "1",
+    reason="no SYCL backend")
+
+# A child process: time from its start to its first verified copy, and how its kernels were built.
+CHILD = r"""
+import json, time
+start = time.monotonic()
+import torch
+import xpu_state_copy
+from xpu_state_copy import _loader, device_image
+torch.manual_seed(int.from_bytes(__import__("os").urandom(4), "little"))
+pool = torch.randint(-2**31, 2**31 - 1, (6, 4099), dtype=torch.int32)
+src, dst = torch.randperm(6)[:2].tolist(), torch.randperm(6)[2:4].tolist()
+expected = pool.clone()
+expected[dst] = pool[src]
+xpu_state_copy.copy_states_([pool], ["whole"], torch.tensor(src), torch.tensor(dst))
+print(json.dumps({"seconds": time.monotonic() - start, "correct": bool(torch.equal(pool, expected)),
+                  "builds": _loader._sycl_module.kernel_builds(), "status": device_image.status()}))
+"""
+
+
+def run_child(**env):
+    environment = dict(os.environ, XPU_STATE_COPY_BACKEND="sycl", **env)
+    run = subprocess.run([sys.executable, "-c", CHILD], env=environment, capture_output=True, text=True,
+                         timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1]), run.stderr
+
+
+def test_the_wheel_ships_the_image_of_its_own_kernel_source():
+    image, info = device_image.shipped_image(), device_image.shipped_info()
+    assert image is not None and info is not None, "no kernels.spv beside the package: setup.py did not make it"
+    assert image[:4] == device_image.SPIRV_MAGIC
+    assert info["source_digest"] == _loader._sycl_module.kernel_source_digest()
+    assert info["sha256"] == hashlib.sha256(image).hexdigest() and info["bytes"] == len(image)
+
+
+def test_with_the_cache_off_the_kernels_come_from_the_image():
+    result, _ = run_child(XPU_STATE_COPY_DEVICE_IMAGE="auto", SYCL_CACHE_PERSISTENT="0")
+    print(f"process start to first copy, from the image, cache off: {result['seconds']:.1f} s")
+    assert result["correct"]
+    assert [b["input"] for b in result["builds"]] == ["spirv-image"], result["builds"]
+    assert result["status"]["preferred"]
+
+
+# A valid SPIR-V module with no kernels (capabilities Addresses and Kernel, memory model Physical64
+# OpenCL): the device accepts it and the kernel lookup fails, which the provider must survive. A malformed
+# module is no test of that: the OpenCL CPU device's SPIR-V reader exits the process (seen: exit code 10),
+# which is why the shipped image is checked against its sha256 and source digest before it is used.
+EMPTY_MODULE = struct.pack("<12I", 0x07230203, 0x00010000, 0, 1, 0, (2 << 16) | 17, 4, (2 << 16) | 17, 6,
+                           (3 << 16) | 14, 2, 2)
+
+
+def test_an_image_without_the_kernels_falls_back_to_the_source_with_one_line(tmp_path):
+    path = tmp_path / "foreign.spv"
+    path.write_bytes(EMPTY_MODULE)
+    result, stderr = run_child(XPU_STATE_COPY_DEVICE_IMAGE=str(path))
+    assert result["correct"]
+    assert [b["input"] for b in result["builds"]] == ["sycl-source"], result["builds"]
+    assert "device image failed to build" in result["builds"][0]["note"]
+    lines = [line for line in stderr.splitlines() if "device image failed to build" in line]
+    assert len(lines) == 1, stderr[-3000:]
+
+
+class FakeModule:
+    def __init__(self, digest):
+        self.digest, self.image = digest, None
+
+    def kernel_source_digest(self):
+        return self.digest
+
+    def set_device_image(self, spirv, preferred):
+        self.image = (len(spirv), preferred)
+
+
+@pytest.mark.parametrize("mode, cache, preferred", [("auto", "1", False), ("auto", "0", True), ("on", "1", True)])
+def test_the_policy_hands_over_the_image(monkeypatch, mode, cache, preferred):
+    monkeypatch.setenv("XPU_STATE_COPY_DEVICE_IMAGE", mode)
+    monkeypatch.setenv("SYCL_CACHE_PERSISTENT", cache)
+    module = FakeModule(device_image.shipped_info()["source_digest"])
+    device_image.configure(module)
+    assert module.image == (device_image.shipped_info()["bytes"], preferred)
+
+
+def test_off_and_a_foreign_image_hand_over_nothing(monkeypatch):
+    monkeypatch.setenv("XPU_STATE_COPY_DEVICE_IMAGE", "off")
+    module = FakeModule(device_image.shipped_info()["source_digest"])
+    device_image.configure(module)
+    assert module.image is None and "off" in device_image.status()["reason"]
+    monkeypatch.setenv("XPU_STATE_COPY_DEVICE_IMAGE", "on")
+    module = FakeModule("0123456789abcdef")
+    with pytest.warns(RuntimeWarning, match="other kernel sources"):
+        device_image.configure(module)
+    assert module.image is None
+    monkeypatch.setenv("XPU_STATE_COPY_DEVICE_IMAGE", "/nonexistent/kernels.spv")
+    with pytest.warns(RuntimeWarning, match="cannot be read"):
+        device_image.configure(module)
+    assert module.image is None
+
+
+def teardown_module():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        device_image.configure(_loader._sycl_module)  # as this process's environment says
