@@ -104,9 +104,9 @@ TORCH_XPU = hasattr(torch, "xpu") and torch.xpu._is_compiled()
 
 def write_device_image(build_lib):
     """kernels.spv into the built package; without the OpenCL CPU device a warning, unless required."""
-    required = os.environ.get("XPU_STATE_COPY_BUILD_DEVICE_IMAGE")
-    if required in ("0", "false", "no"):
+    if not wanted("DEVICE_IMAGE", True):
         return
+    required = os.environ.get("XPU_STATE_COPY_BUILD_DEVICE_IMAGE") is not None  # set, and not 0
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(build_lib)] + sys.path),
                XPU_STATE_COPY_DEVICE_IMAGE="off")
     run = subprocess.run([sys.executable, "-m", "xpu_state_copy.device_image", "write",
@@ -115,7 +115,7 @@ def write_device_image(build_lib):
         print(f"device image: {run.stdout.strip()}")
         return
     why = (run.stderr.strip().splitlines() or ["no output"])[-1]
-    if required in ("1", "true", "yes"):
+    if required:
         sys.exit(f"XPU_STATE_COPY_BUILD_DEVICE_IMAGE=1 but the device image could not be made: {why}")
     print(f"warning: no SPIR-V device image in this build ({why}); install intel-opencl-rt to make one",
           file=sys.stderr)

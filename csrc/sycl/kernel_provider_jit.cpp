@@ -57,16 +57,25 @@ Kernels kernels_from(Bundle executable, const std::string& prefix) {
   return Kernels{get(0), get(1), get(2), get(3), get(4), get(5), get(6), get(7)};
 }
 
+// The headers the kernel source includes, by the name it includes them under: what the kernel compiler is
+// given, and what the source digest covers.
+struct Header {
+  const char* name;
+  const char* text;
+};
+const Header kHeaders[] = {{"copy_words.h", kCopyWordsHeader},
+                           {"shifted_copy.h", kShiftedCopyHeader},
+                           {"copy_routine.h", kCopyRoutineHeader},
+                           {"entry_sources.h", kEntrySourcesHeader},
+                           {"batch_jobs.h", kBatchJobsHeader},
+                           {"small_batch.h", kSmallBatchHeader},
+                           {"batch_schedule.h", kBatchScheduleHeader},
+                           {"spec_decode_source.h", kSpecDecodeSourceHeader},
+                           {"spec_decode_schedule.h", kSpecDecodeScheduleHeader}};
+
 auto source_bundle(const sycl::context& context) {
-  syclexp::include_files headers("copy_words.h", kCopyWordsHeader);
-  headers.add("shifted_copy.h", kShiftedCopyHeader);
-  headers.add("copy_routine.h", kCopyRoutineHeader);
-  headers.add("entry_sources.h", kEntrySourcesHeader);
-  headers.add("batch_jobs.h", kBatchJobsHeader);
-  headers.add("small_batch.h", kSmallBatchHeader);
-  headers.add("batch_schedule.h", kBatchScheduleHeader);
-  headers.add("spec_decode_source.h", kSpecDecodeSourceHeader);
-  headers.add("spec_decode_schedule.h", kSpecDecodeScheduleHeader);
+  syclexp::include_files headers;
+  for (const Header& h : kHeaders) headers.add(h.name, h.text);
   return syclexp::create_kernel_bundle_from_source(context, syclexp::source_language::sycl,
                                                    std::string(kBatchCopyKernelSource), syclexp::properties{headers});
 }
@@ -163,12 +172,12 @@ std::vector<std::byte> spirv_from_source(const sycl::context& context, sycl::dev
 
 std::string kernel_source_digest() {
   uint64_t hash = 14695981039346656037ull;  // FNV-1a, 64-bit: a fingerprint, not a defence
-  for (const char* text : {kBatchCopyKernelSource, kCopyWordsHeader, kShiftedCopyHeader, kCopyRoutineHeader,
-                           kEntrySourcesHeader, kBatchJobsHeader, kSmallBatchHeader, kBatchScheduleHeader,
-                           kSpecDecodeSourceHeader, kSpecDecodeScheduleHeader}) {
+  const auto add = [&hash](const char* text) {
     for (const char* c = text; *c; ++c) hash = (hash ^ (unsigned char)*c) * 1099511628211ull;
     hash = (hash ^ 0xff) * 1099511628211ull;  // a separator, so moved text between files changes the hash
-  }
+  };
+  add(kBatchCopyKernelSource);
+  for (const Header& h : kHeaders) add(h.text);
   char out[17];
   std::snprintf(out, sizeof out, "%016llx", (unsigned long long)hash);
   return out;

@@ -98,29 +98,19 @@ def status():
 
 def write(directory):
     """Builds the embedded source on the OpenCL CPU device and writes kernels.spv and kernels.spv.json."""
-    from . import _loader
+    from . import _build, _loader
 
     if _loader._sycl_module is None:
         raise SystemExit(f"no device image: {_loader.sycl_status()[1]}")
     module = _loader._sycl_module
-    spirv = module.spirv_from_source()
-    if spirv[:4] != SPIRV_MAGIC:
-        raise SystemExit("the kernel compiler's output is not SPIR-V")
+    spirv = module.spirv_from_source()  # checked to be one SPIR-V module
     directory = pathlib.Path(directory)
     (directory / IMAGE_NAME).write_bytes(spirv)
     info = {"source_digest": module.kernel_source_digest(), "sha256": hashlib.sha256(spirv).hexdigest(),
-            "bytes": len(spirv), "made_on": module.cpu_device_name(), "sycl_runtime": _sycl_runtime_version()}
+            "bytes": len(spirv), "made_on": module.cpu_device_name(),
+            "sycl_runtime": (_build.build_info() or {}).get("sycl_runtime")}
     (directory / INFO_NAME).write_text(json.dumps(info, indent=1, sort_keys=True) + "\n")
     return info
-
-
-def _sycl_runtime_version():
-    import importlib.metadata
-
-    try:
-        return importlib.metadata.version("intel-sycl-rt")
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 if __name__ == "__main__":
