@@ -30,7 +30,9 @@ import xpu_state_copy
 from xpu_state_copy import _loader, device_image
 torch.manual_seed(int.from_bytes(__import__("os").urandom(4), "little"))
 pool = torch.randint(-2**31, 2**31 - 1, (6, 4099), dtype=torch.int32)
-src, dst = torch.randperm(6)[:2].tolist(), torch.randperm(6)[2:4].tolist()
+# Two requests on four distinct blocks: a block both read and written would be a race, not a test.
+blocks = torch.randperm(6).tolist()
+src, dst = blocks[:2], blocks[2:4]
 expected = pool.clone()
 expected[dst] = pool[src]
 xpu_state_copy.copy_states_([pool], ["whole"], torch.tensor(src), torch.tensor(dst))
