@@ -82,8 +82,8 @@ XSC_FN void sg_copy_range(G& g, u64 src, u64 dst, i64 len, bool ordered) {
 
 // A short row copied by one work-item alone: a plain sequential memmove, safe for an in-row shift.
 XSC_FN void item_memmove(u64 src, u64 dst, i64 len) {
-  const unsigned char* s = (const unsigned char*)src;
-  unsigned char* d = (unsigned char*)dst;
+  const XSC_GLOBAL unsigned char* s = (const XSC_GLOBAL unsigned char*)src;
+  XSC_GLOBAL unsigned char* d = (XSC_GLOBAL unsigned char*)dst;
   if (dst <= src) {
     for (i64 i = 0; i < len; ++i) d[i] = s[i];
   } else {

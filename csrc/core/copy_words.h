@@ -16,6 +16,15 @@
 #define XSC_HOST_FN inline
 #endif
 
+// The address space of every pointer the copy loads from or stores to. In SYCL device code a plain pointer
+// is generic: IGC then tests at run time which space each access hits (extra control flow) and, in the
+// spec-decode kernels, split the 16-byte loads into 8-byte ones. Our copies only ever touch global memory.
+#if defined(__SYCL_DEVICE_ONLY__)
+#define XSC_GLOBAL __attribute__((opencl_global))
+#else
+#define XSC_GLOBAL
+#endif
+
 namespace xsc {
 
 typedef unsigned long long u64;
@@ -81,11 +90,11 @@ XSC_FN bool ranges_overlap(u64 src, u64 dst, i64 bytes) {
 // these plain versions are what every other backend and word type gets. Only a range that no other part of
 // the launch writes may be read with Streaming (non-coherent loads): overlapping ranges never are.
 template <bool Streaming, class W>
-XSC_FN W load_word(const W* p) {
+XSC_FN W load_word(const XSC_GLOBAL W* p) {
   return *p;
 }
 template <bool Streaming, class W>
-XSC_FN void store_word(W* p, const W& v) {
+XSC_FN void store_word(XSC_GLOBAL W* p, const W& v) {
   *p = v;
 }
 
@@ -93,7 +102,7 @@ XSC_FN void store_word(W* p, const W& v) {
 // every u, from v[u] (none from `count` on); with `ordered`, after every lane's loads of the step (see
 // sg_copy_words). Every word copy (here and shifted_copy.h) ends its steps with it.
 template <bool Streaming, int Unroll, class G, class W>
-XSC_FN void sg_store_step(G& g, W* d, const W (&v)[Unroll], int base, int count, bool ordered) {
+XSC_FN void sg_store_step(G& g, XSC_GLOBAL W* d, const W (&v)[Unroll], int base, int count, bool ordered) {
   const int lanes = (int)g.sg_size(), lane = (int)g.sg_lane();
   if (ordered) g.sg_barrier();
 #pragma unroll
@@ -110,8 +119,8 @@ XSC_FN void sg_store_step(G& g, W* d, const W (&v)[Unroll], int base, int count,
 // occupancy) in check.
 template <class W, bool Streaming = false, class G>
 XSC_FN void sg_copy_words(G& g, u64 src, u64 dst, int count, bool ordered) {
-  const W* s = (const W*)src;
-  W* d = (W*)dst;
+  const XSC_GLOBAL W* s = (const XSC_GLOBAL W*)src;
+  XSC_GLOBAL W* d = (XSC_GLOBAL W*)dst;
   const int lanes = (int)g.sg_size();
   const int lane = (int)g.sg_lane();
   constexpr int unroll = sizeof(W) == 16 ? G::kUnroll16 : kUnroll;

@@ -49,8 +49,8 @@ XSC_FN Word16 sg_shuffle_word(G& g, const Word16& w, int from) {
 template <bool Streaming = false, class G>
 XSC_FN void sg_copy_shifted_shuffled(G& g, u64 src, u64 dst, int count, bool ordered) {
   const int k = (int)(src & 15u);
-  const Word16* s = (const Word16*)(src - (u64)k);
-  Word16* d = (Word16*)dst;
+  const XSC_GLOBAL Word16* s = (const XSC_GLOBAL Word16*)(src - (u64)k);
+  XSC_GLOBAL Word16* d = (XSC_GLOBAL Word16*)dst;
   const int lanes = (int)g.sg_size();
   const int lane = (int)g.sg_lane();
   const bool last_lane = lane == lanes - 1;
@@ -96,8 +96,8 @@ XSC_FN void sg_copy_shifted_shuffled(G& g, u64 src, u64 dst, int count, bool ord
 template <bool Streaming = false, class G>
 XSC_FN void sg_copy_shifted_pairwise(G& g, u64 src, u64 dst, int count, bool ordered) {
   const int k = (int)(src & 15u);
-  const Word16* s = (const Word16*)(src - (u64)k);
-  Word16* d = (Word16*)dst;
+  const XSC_GLOBAL Word16* s = (const XSC_GLOBAL Word16*)(src - (u64)k);
+  XSC_GLOBAL Word16* d = (XSC_GLOBAL Word16*)dst;
   const int lanes = (int)g.sg_size();
   const int lane = (int)g.sg_lane();
   constexpr int unroll = G::kUnroll16;
