@@ -22,7 +22,8 @@ class Method:
     key: str      # name in the JSON and on the command line
     label: str    # name in the table and the chart
     build: Callable  # (sets, device) -> list of callables, one per rotation set
-    # copy_states_ works from the state pools and block ids, not from views: (buffers, device) -> callables
+    # Methods that copy states (copy_states_, SGLang's indexing) work from the state pools and block ids,
+    # not from views, and only on states workloads: (buffers, device) -> callables
     build_states: Optional[Callable] = None
 
 
@@ -105,6 +106,27 @@ def _copy_states(op):
     return build
 
 
+def _stacked_slot_index(buffers, device):
+    """SGLang's MambaPool.copy_from (docs/sglang.md): each kind's states stacked as [layers, slots, ...], and
+    per stacked tensor one indexed assignment pool[:, dst] = pool[:, src] (a gather, then a scatter). The
+    states workloads' backing tensors are that layout. SGLang never shifts a slot as it copies."""
+    if any(t.shift for t in buffers.workload.terms):
+        raise NotApplicable("copies whole slots only (no conv shift)")
+    # Indexing kernels work per element: the pools are seen as SGLang's dtypes (bf16 conv, fp32 SSM), not
+    # as bytes, which would give the peer 2-4x the elements to move.
+    pools = [pool.view(torch.bfloat16 if t.tokens else torch.float32)
+             for pool, t in zip(buffers.backing, buffers.workload.terms)]
+    calls = []
+    for k in range(buffers.rotations):
+        src, dst = (ids.long() for ids in buffers.block_ids(k))
+
+        def call(s=src, d=dst):
+            for pool in pools:
+                pool[:, d] = pool[:, s]
+        calls.append(call)
+    return calls
+
+
 def _import_failed(error):
     def build(sets, device):
         raise RuntimeError(f"import xpu_state_copy failed: {error}")
@@ -121,6 +143,7 @@ def table_methods(op, with_triton, op_error=None):
         Method(OURS, "xpu_state_copy.batch_memcpy", ours),
         Method("copy_", "per-entry copy_", _per_entry_copy),
         Method("foreach_copy_", "torch._foreach_copy_", _foreach_copy),
+        Method("stacked_index", "indexed copy of stacked pools (SGLang)", None, _stacked_slot_index),
     ]
     if with_triton:
         methods += [

@@ -33,6 +33,7 @@ def add_arguments(parser):
     parser.add_argument("--requests", type=int, default=1, help="requests per --spec workload")
     parser.add_argument("--methods", help="comma-separated subset of: copy_states (states "
                                           "workloads only), ours, copy_, foreach_copy_, "
+                                          "stacked_index (states workloads only), "
                                           "triton_bytewise, triton_tiled, tables and "
                                           "triton_fused (spec_decode only)")
     parser.add_argument("--triton", choices=("auto", "on", "off"), default="auto",
@@ -164,10 +165,10 @@ def _run_workload(wl, methods, dev, clock, cache_bytes, reps, warmup, log):
     sets = [buffers.entry_views(k) for k in range(rotations)]
     candidates = []
     for m in methods:
-        if m.key == peers.COPY_STATES and not wl.states:
-            continue  # copy_states_ copies states, not arbitrary pointer tables
+        if m.build_states is not None and not wl.states:
+            continue  # it copies states, not arbitrary pointer tables
         try:
-            calls = m.build_states(buffers, dev) if m.key == peers.COPY_STATES else m.build(sets, dev)
+            calls = m.build_states(buffers, dev) if m.build_states is not None else m.build(sets, dev)
         except peers.NotApplicable as exc:
             log(f"  {m.key}: n/a ({exc})")
             candidates.append({"key": m.key, "label": m.label, "status": "n/a", "error": str(exc)})
@@ -190,8 +191,8 @@ def _host_cost(methods, dev, clock, calls, log):
     if dev.type == "cpu":
         out["note"] = "; on the CPU this includes the copy itself (4 KiB entries)"
     for m in methods:
-        if m.key in ("copy_", peers.COPY_STATES):
-            continue  # copy_: 1152 separate launches, its cost is in the table already
+        if m.key == "copy_" or m.build_states is not None:
+            continue  # copy_: 1152 launches, its cost is in the table already; state methods need states
         if m.key.startswith("triton") and dev.type == "cpu":
             continue  # interpreted on the CPU: minutes per call, and meaningless
         log(f"host cost of {m.key} ({calls} calls)")

@@ -248,12 +248,16 @@ def test_states_workload_times_copy_states_beside_the_pointer_table_methods(tmp_
         pytest.skip("xpu_state_copy is not built: copy_states_ needs the compiled op")
     parser = bench["run"].add_arguments(__import__("argparse").ArgumentParser())
     args = parser.parse_args(["--device", "cpu", "--workloads", "states_s1,states16", "--scale", "0.015625",
-                              "--methods", "copy_states,ours,foreach_copy_", "--reps", "2", "--warmup", "1",
+                              "--methods", "copy_states,ours,foreach_copy_,stacked_index", "--reps", "2",
+                              "--warmup", "1",
                               "--host-calls", "0", "--threads", "1", "--out", str(tmp_path)])
     assert bench["run"].run(args) == 0
     result = json.loads((tmp_path / "bench.json").read_text())
     for w in result["workloads"]:
         methods = {m["key"]: m for m in w["methods"]}
-        assert list(methods) == ["contiguous", "copy_states", "ours", "foreach_copy_"]
+        assert list(methods) == ["contiguous", "copy_states", "ours", "foreach_copy_", "stacked_index"]
+        # SGLang's indexed copy moves whole slots: verified like the others, not offered a shifted conv.
+        shifted = w["name"] == "states_s1"
+        assert methods.pop("stacked_index")["status"] == ("n/a" if shifted else "ok"), w
         assert all(m["status"] == "ok" for m in methods.values()), methods
         assert w["primary"] == "copy_states" and "ours_speedup" in methods["ours"]
