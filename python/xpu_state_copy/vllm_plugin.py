@@ -24,11 +24,9 @@ Nothing of vLLM's code is replaced beyond those attributes; a layout it does not
 import functools
 import inspect
 import logging
-import os
-import sys
 import weakref
 
-from . import import_hook, validate
+from . import plugin_switch, validate
 from .pointers import as_signed
 from .vllm_compat import MAMBA_UTILS, inspect_mamba_utils
 from .vllm_aligned_indices import METHOD as ALIGNED_METHOD, replace_aligned_indices
@@ -44,21 +42,8 @@ _INT64_LIMIT = 1 << 63
 
 
 def activation():
-    """(active, why): the switch variable wins; otherwise active exactly when torch sees an XPU."""
-    setting = os.environ.get(ENV_SWITCH, "").strip().lower()
-    if setting in ("0", "false", "no", "off"):
-        return False, f"{ENV_SWITCH}={setting}"
-    if setting in ("1", "true", "yes", "on"):
-        return True, f"{ENV_SWITCH}={setting}"
-    try:
-        import torch
-
-        # The same call vLLM's platform detection makes: it counts devices without initialising one.
-        if hasattr(torch, "xpu") and torch.xpu.is_available():
-            return True, "torch.xpu is available"
-    except Exception as error:  # a broken XPU runtime must not stop vLLM
-        return False, f"torch.xpu check failed: {error}"
-    return False, f"no XPU device (set {ENV_SWITCH}=1 to force)"
+    """(active, why): XPU_STATE_COPY_VLLM wins; otherwise active exactly when torch sees an XPU."""
+    return plugin_switch.activation(ENV_SWITCH)
 
 
 class _TwosComplementTable:
@@ -262,15 +247,4 @@ def patch_mamba_utils(module):
 
 def register():
     """Entry point of ``vllm.general_plugins``. Never raises: a failure is one warning and no patch."""
-    try:
-        active, why = activation()
-        if not active:
-            logger.debug("xpu_state_copy: not patching vLLM (%s)", why)
-            return
-        if MAMBA_UTILS in sys.modules:
-            patch_mamba_utils(sys.modules[MAMBA_UTILS])
-        else:
-            import_hook.install(MAMBA_UTILS, patch_mamba_utils)
-    except Exception as error:
-        logger.warning("xpu_state_copy: plugin registration failed (%s: %s); vLLM runs unpatched",
-                       type(error).__name__, error)
+    plugin_switch.patch_when_imported("vLLM", activation, MAMBA_UTILS, patch_mamba_utils, logger)

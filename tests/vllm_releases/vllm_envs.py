@@ -9,16 +9,15 @@ Location: $XPU_STATE_COPY_VLLM_ENVS, else $XDG_CACHE_HOME/xpu-state-copy/vllm-en
 in the repository. A directory is renamed into place only once complete, so an interrupted install is
 redone, not trusted.
 """
-import fcntl
 import functools
-import hashlib
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+import release_envs
+from release_envs import EnvUnavailable, run_pip  # noqa: F401 (EnvUnavailable: for the tests)
+
 # Versions chosen so one set serves 0.22.1 through 0.34.0; found by importing mamba_utils until it
 # stopped failing. Binary wheels where a package has one, but none of them pulls in a torch. The test
 # interpreter's own packages beyond torch, numpy, setuptools and their requirements are hidden from the
@@ -42,30 +41,10 @@ DEPENDENCIES = (
 # on a layout it does not know names the same range). A newer one is held to what the plugin promises for
 # such a layout: it warns and changes nothing.
 NEWEST_VERIFIED = "0.34.0"
-INSTALL_TIMEOUT_S = 900
-
-
-class EnvUnavailable(Exception):
-    """vLLM cannot be installed here (no network, no wheel for this platform, ...); the reason says which."""
 
 
 def cache_root() -> pathlib.Path:
-    if os.environ.get("XPU_STATE_COPY_VLLM_ENVS"):
-        return pathlib.Path(os.environ["XPU_STATE_COPY_VLLM_ENVS"])
-    if os.environ.get("XDG_CACHE_HOME"):
-        return pathlib.Path(os.environ["XDG_CACHE_HOME"]) / "xpu-state-copy" / "vllm-envs"
-    return REPO / ".cache" / "vllm-envs"
-
-
-def _pip(args, timeout=INSTALL_TIMEOUT_S):
-    command = [sys.executable, "-m", "pip", "--disable-pip-version-check", *args]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise EnvUnavailable(f"pip {' '.join(args[:3])} ... took over {timeout}s") from None
-    if done.returncode != 0:
-        raise EnvUnavailable(f"pip {' '.join(args[:3])} ... failed: {(done.stderr or done.stdout)[-600:]}")
-    return done.stdout
+    return release_envs.cache_root("XPU_STATE_COPY_VLLM_ENVS", "vllm-envs")
 
 
 @functools.lru_cache(maxsize=None)
@@ -73,7 +52,7 @@ def newest_on_index():
     """(the newest vLLM release on the index, None) from pip's own query, or (None, why) when it cannot say.
     Asked once per test session: both release-test modules collect their parameters from it."""
     try:
-        line = _pip(["index", "versions", "--timeout", "10", "--retries", "1", "vllm"], timeout=60).splitlines()[0]
+        line = run_pip(["index", "versions", "--timeout", "10", "--retries", "1", "vllm"], timeout=60).splitlines()[0]
         return line.split("(")[1].rstrip(")").strip(), None  # "vllm (X.Y.Z)"
     except EnvUnavailable as why:
         return None, str(why)
@@ -86,31 +65,13 @@ def newest_vllm() -> str:
     return newest_on_index()[0] or NEWEST_VERIFIED
 
 
-def _install(target: pathlib.Path, requirements):
-    if (target / ".complete").exists():
-        return target
-    partial = target.with_name(target.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    _pip(["install", "-q", "--no-deps", "--no-compile", "--target", str(partial), *requirements])
-    (partial / ".complete").write_text(" ".join(requirements) + "\n")
-    shutil.rmtree(target, ignore_errors=True)
-    partial.rename(target)
-    return target
-
-
 def vllm_pythonpath(version: str) -> str:
     """PYTHONPATH for a subprocess that imports vLLM `version`; installs it first if not cached."""
     if sys.version_info < (3, 10):
         raise EnvUnavailable("vLLM 0.23+ needs Python >= 3.10")
     if sys.platform != "linux":
         raise EnvUnavailable("vLLM publishes Linux wheels only")
-    root = cache_root()
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / ".lock", "w") as lock:  # concurrent test runs share the cache
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        digest = hashlib.sha256(" ".join(DEPENDENCIES).encode()).hexdigest()[:12]
-        deps = _install(root / f"deps-{digest}", DEPENDENCIES)
-        vllm = _install(root / f"vllm-{version}", [f"vllm=={version}"])
+    vllm, deps = release_envs.install_release(cache_root(), DEPENDENCIES, f"vllm-{version}", [f"vllm=={version}"])
     return os.pathsep.join([str(vllm), str(deps)])
 
 

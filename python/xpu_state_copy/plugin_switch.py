@@ -1,0 +1,42 @@
+"""What the engine plugins (vLLM's, SGLang's) share: when they patch anything (their switch variable decides;
+unset, exactly when torch sees an XPU, the device whose addresses need the fix), and the entry point's
+body that patches a module once it is imported."""
+import os
+import sys
+
+from . import import_hook
+
+
+def activation(env_switch):
+    """(active, why) for the plugin switched by the environment variable `env_switch`."""
+    setting = os.environ.get(env_switch, "").strip().lower()
+    if setting in ("0", "false", "no", "off"):
+        return False, f"{env_switch}={setting}"
+    if setting in ("1", "true", "yes", "on"):
+        return True, f"{env_switch}={setting}"
+    try:
+        import torch
+
+        # The call the engines' platform detection makes: it counts devices without initialising one.
+        if hasattr(torch, "xpu") and torch.xpu.is_available():
+            return True, "torch.xpu is available"
+    except Exception as error:  # a broken XPU runtime must not stop the engine
+        return False, f"torch.xpu check failed: {error}"
+    return False, f"no XPU device (set {env_switch}=1 to force)"
+
+
+def patch_when_imported(engine, activation, module_name, patch, logger):
+    """An entry point's body: if activation() says so, patch(module) once `module_name` is imported (at
+    once if it already is). Never raises: a failure is one warning and no patch."""
+    try:
+        active, why = activation()
+        if not active:
+            logger.debug("xpu_state_copy: not patching %s (%s)", engine, why)
+            return
+        if module_name in sys.modules:
+            patch(sys.modules[module_name])
+        else:
+            import_hook.install(module_name, patch)
+    except Exception as error:
+        logger.warning("xpu_state_copy: plugin registration failed (%s: %s); %s runs unpatched",
+                       type(error).__name__, error, engine)
