@@ -18,6 +18,8 @@ export XPU_STATE_COPY_REQUIRE_LINT=${XPU_STATE_COPY_REQUIRE_LINT:-1}
 export XPU_STATE_COPY_REQUIRE_OCLOC=${XPU_STATE_COPY_REQUIRE_OCLOC:-1}
 # Likewise the tests against real vLLM releases (installed from PyPI into .cache/vllm-envs on first use).
 export XPU_STATE_COPY_REQUIRE_VLLM=${XPU_STATE_COPY_REQUIRE_VLLM:-1}
+# And against real SGLang releases (into .cache/sglang-envs).
+export XPU_STATE_COPY_REQUIRE_SGLANG=${XPU_STATE_COPY_REQUIRE_SGLANG:-1}
 
 PREFIX=$("$PY" -c 'import sys; print(sys.prefix)')
 cmake -S . -B build/cmake -G Ninja -DSYCL_ROOT="$PREFIX" -DPython3_EXECUTABLE="$PY" >/dev/null

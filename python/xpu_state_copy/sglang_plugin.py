@@ -1,0 +1,146 @@
+"""SGLang plugin: serves SGLang's Mamba/GDN state copies (``MambaPool.copy_from``) with one launch.
+
+SGLang (0.5.11+) calls ``register`` in every process through the ``sglang.srt.plugins`` entry point; before
+0.5.11 there is no plugin mechanism, and calling ``register()`` yourself early in each process does the same.
+On XPU (or with XPU_STATE_COPY_SGLANG=1; =0 turns it off) it waits until SGLang's memory_pool module is
+imported and, if ``MambaPool.copy_from`` is one of the versions read from SGLang's released wheels (below),
+replaces it: the prefix-cache copy-on-write, the radix-tree insert and fork_from then copy every conv and
+temporal state of the pool in one ``copy_states_`` launch instead of two indexing kernels per tensor. A pool
+it does not serve (ReplaySSM on, sibling states attached, another layout) goes to SGLang's own method, with
+one warning saying why. A copy_from it does not know is left alone, with one warning.
+docs/sglang.md has the mapping of SGLang's copies to our ops.
+"""
+import ast
+import hashlib
+import inspect
+import logging
+import textwrap
+
+from . import plugin_switch
+
+ENV_SWITCH = "XPU_STATE_COPY_SGLANG"
+MEMORY_POOL = "sglang.srt.mem_cache.memory_pool"
+VERIFIED = ("0.5.4", "0.5.23")  # the oldest and newest releases with copy_from that the release tests ran
+# MambaPool.copy_from as SGLang released it (fingerprint(), of the method's code without its docstring), and
+# the pool attributes that must be empty for the copy of conv and temporal states to be all it does.
+KNOWN_COPY_FROM = {
+    "37a587bc3dd8": ("0.5.4", ()),
+    "6ac11cf1fa36": ("0.5.5", ()),  # conv a list for KDA pools, else one tensor
+    "c42a1f21fd46": ("0.5.6-0.5.12", ()),
+    "0c1f9b6a3672": ("0.5.13-0.5.14", ()),
+    "6bd790646b98": ("0.5.15", ("replayssm_write_pos",)),
+    "c2010aa7ebb6": ("0.5.16-0.5.19", ("replayssm_write_pos",)),  # + a fused conv copy, CUDA only
+    "6aaa788bb48c": ("0.5.20-0.5.23", ("replayssm_write_pos", "_slot_siblings")),
+}
+_MARK = "__xpu_state_copy_patch__"
+logger = logging.getLogger("sglang.xpu_state_copy")  # through SGLang's own handlers and format
+_said = set()  # what was logged once: the keys of _warn_once, and "served"
+
+
+def _shape(node):
+    """A node's type and the fields it sets, recursively: ast.dump's content, written the same way on every
+    Python (ast.dump itself leaves out empty fields from 3.13 on)."""
+    if isinstance(node, ast.AST):
+        fields = (f"{name}={_shape(value)}" for name, value in ast.iter_fields(node) if value not in (None, []))
+        return f"{type(node).__name__}({','.join(fields)})"
+    if isinstance(node, list):
+        return f"[{','.join(_shape(item) for item in node)}]"
+    return repr(node)
+
+
+def fingerprint(source):
+    """A short digest of a function's code, blind to its docstring, comments and formatting."""
+    body = ast.parse(textwrap.dedent(source)).body[0].body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # the docstring
+    return hashlib.sha256(_shape(body).encode()).hexdigest()[:12]
+
+
+def _warn_once(key, message, *args):
+    if key not in _said:
+        _said.add(key)
+        logger.warning(message, *args)
+
+
+def pool_states(pool):
+    """(states, None): one [slots, ...] view per (state tensor, layer) of a MambaPool, for copy_states_;
+    or (None, why) when the pool's layout is not the one recognised."""
+    import torch
+
+    cache = getattr(pool, "mamba_cache", None)
+    conv, temporal = getattr(cache, "conv", None), getattr(cache, "temporal", None)
+    convs = list(conv) if isinstance(conv, (list, tuple)) else [conv]
+    tensors = [t for t in [*convs, temporal] if not (isinstance(t, torch.Tensor) and t.numel() == 0)]
+    if not all(isinstance(t, torch.Tensor) for t in tensors):
+        return None, "mamba_cache.conv / .temporal are not tensors"
+    if len({t.device for t in tensors}) != 1:
+        return None, "the state tensors are on more than one device"
+    if any(t.dim() < 2 or t.shape[:2] != tensors[0].shape[:2] for t in tensors):
+        return None, "the state tensors are not all [layers, slots, ...] of one size"
+    if not all(t[0, 0].is_contiguous() for t in tensors):
+        return None, "a slot of a state tensor is not contiguous"
+    return [t[layer] for t in tensors for layer in range(t.shape[0])], None
+
+
+def _in_use(value):
+    return value is not None and not (isinstance(value, (list, tuple, dict)) and not value)
+
+
+def _slot_ids(ids, device):
+    import torch
+
+    ids = ids if isinstance(ids, torch.Tensor) else torch.as_tensor(ids, dtype=torch.int64)
+    return ids.reshape(-1).to(device=device, dtype=torch.int64)
+
+
+def _one_launch_copy_from(original, must_be_empty):
+    def copy_from(self, src_indices, dst_indices):
+        used = [name for name in must_be_empty if _in_use(getattr(self, name, None))]
+        states, why = (None, f"the pool uses {', '.join(used)}") if used else pool_states(self)
+        if states is None:
+            _warn_once(why, "xpu_state_copy: MambaPool.copy_from left to SGLang for this pool: %s", why)
+            return original(self, src_indices, dst_indices)
+        from .ops import copy_states_
+
+        device = states[0].device
+        copy_states_(states, ["whole"] * len(states), _slot_ids(src_indices, device),
+                     _slot_ids(dst_indices, device))
+        if "served" not in _said:
+            _said.add("served")
+            logger.info("xpu_state_copy: MambaPool.copy_from copies %d state views in one launch", len(states))
+
+    copy_from.__wrapped__ = original
+    copy_from.__name__ = copy_from.__qualname__ = "copy_from"
+    setattr(copy_from, _MARK, True)
+    return copy_from
+
+
+def patch_memory_pool(module):
+    """Replace module.MambaPool.copy_from if it is a version we know; otherwise warn and leave it."""
+    pool_class = getattr(module, "MambaPool", None)
+    method = getattr(pool_class, "copy_from", None)
+    if method is None or getattr(method, _MARK, False):
+        return
+    try:
+        known = KNOWN_COPY_FROM.get(fingerprint(inspect.getsource(method)))
+    except (OSError, TypeError, SyntaxError, IndexError) as error:
+        known, why = None, f"its source could not be read ({error})"
+    else:
+        why = "its code is not that of any release verified"
+    if known is None:
+        _warn_once("unknown", "xpu_state_copy: SGLang's MambaPool.copy_from left as it is: %s (%s to %s)",
+                   why, *VERIFIED)
+        return
+    releases, must_be_empty = known
+    pool_class.copy_from = _one_launch_copy_from(method, must_be_empty)
+    logger.info("xpu_state_copy: MambaPool.copy_from (as in SGLang %s) now copies in one launch", releases)
+
+
+def activation():
+    """(active, why): XPU_STATE_COPY_SGLANG wins; otherwise active exactly when torch sees an XPU."""
+    return plugin_switch.activation(ENV_SWITCH)
+
+
+def register():
+    """Entry point of ``sglang.srt.plugins``. Never raises: a failure is one warning and no patch."""
+    plugin_switch.patch_when_imported("SGLang", activation, MEMORY_POOL, patch_memory_pool, logger)
