@@ -23,13 +23,14 @@ def test_doctor_json_reports_a_working_copy_here(capsys):
     assert report["probe"]["selftest_ok"] and report["probe"]["pointer_table_exact"]
     assert report["backends"]["per_device"]["cpu"] in ("cpu", "sycl-jit", "sycl-aot")
     assert "plugin_entry_point" in report["vllm"] and "plugin_activation" in report["vllm"]
+    assert report["sglang"]["plugin_entry_point"] == "xpu_state_copy.sglang_plugin:register"
     assert code == (1 if report["problems"] else 0)
 
 
 def test_doctor_text_names_every_section(capsys):
     doctor.run(parse(doctor, []))
     out = capsys.readouterr().out
-    for heading in ("VLLM_TARGET_DEVICE", "torch", "backend cpu", "vLLM", "plugin:", "probe on"):
+    for heading in ("VLLM_TARGET_DEVICE", "torch", "backend cpu", "vLLM", "plugin:", "SGLang", "probe on"):
         assert heading in out
 
 

@@ -135,3 +135,18 @@ def test_register_respects_the_switch_and_patches_an_imported_module(make_known,
     monkeypatch.setenv(sglang_plugin.ENV_SWITCH, "1")
     sglang_plugin.register()
     assert module.MambaPool.copy_from.__wrapped__ is StackedPool.copy_from
+
+
+def test_doctor_reads_which_copy_from_an_installed_sglang_has(make_known, tmp_path, monkeypatch):
+    """From the source file alone: SGLang's own import is too heavy for a check."""
+    module = tmp_path / "sglang" / "srt" / "mem_cache"
+    module.mkdir(parents=True)
+    (tmp_path / "sglang" / "__init__.py").write_text("raise ImportError('the check must not import SGLang')\n")
+    method = inspect.getsource(StackedPool.copy_from)
+    (module / "memory_pool.py").write_text(f"class MambaPool:\n{method}")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert sglang_plugin.installed_copy_from() == "not a version verified: left to SGLang"
+    make_known()
+    assert sglang_plugin.installed_copy_from() == "as in SGLang test: served"
+    (module / "memory_pool.py").write_text("class MambaPool:\n    pass\n")
+    assert sglang_plugin.installed_copy_from() == "no MambaPool.copy_from: nothing to serve"

@@ -3,7 +3,7 @@
 Reports how xpu_state_copy was built (and whether for the torch installed here), the target device, torch
 and its XPU build, XPU devices and driver/runtime versions, our copy backend per device, the installed vLLM
 and whether its mamba_utils stores raw addresses into int64 tables, whether our vLLM plugin is registered and
-what it would patch, a live allocation's address, and a self-test copy. Exit status 1 when it finds an affected setup without the fix, a build made for another torch release,
+what it would patch, the same for SGLang, a live allocation's address, and a self-test copy. Exit status 1 when it finds an affected setup without the fix, a build made for another torch release,
 or a failed self-test, else 0.
 """
 import importlib
@@ -85,26 +85,43 @@ def check_device_image():
     return {"shipped": device_image.shipped_info(), "status": device_image.status(), "builds": builds}
 
 
+def _plugin(version, group, allow_list_variable, activation):
+    """An engine plugin's state: our entry point in `group`, whether the engine's allow-list variable (when
+    set, the engine loads only the plugins it names) lets it load, and whether it would act."""
+    info = {"version": version, "plugin_entry_point": None, "plugin_allowed": True}
+    info["plugin_active"], info["plugin_activation"] = activation()
+    for ep in importlib.metadata.entry_points(group=group):
+        if ep.name == "xpu_state_copy":
+            info["plugin_entry_point"] = ep.value
+    allowed = os.environ.get(allow_list_variable)
+    if allowed is not None:
+        info["plugin_allowed"] = "xpu_state_copy" in [p.strip() for p in allowed.split(",")]
+    return info
+
+
 def check_vllm(import_module):
     from . import vllm_plugin
     from .vllm_compat import MAMBA_UTILS, inspect_mamba_utils, installed_vllm_version
 
     version = installed_vllm_version()
-    info = {"version": version, "plugin_entry_point": None, "plugin_allowed": True}
-    active, why = vllm_plugin.activation()
-    info["plugin_active"], info["plugin_activation"] = active, why
-    for ep in importlib.metadata.entry_points(group="vllm.general_plugins"):
-        if ep.name == "xpu_state_copy":
-            info["plugin_entry_point"] = ep.value
-    allowed = os.environ.get("VLLM_PLUGINS")
-    if allowed is not None:  # vLLM loads only the plugins named there
-        info["plugin_allowed"] = "xpu_state_copy" in [p.strip() for p in allowed.split(",")]
+    info = _plugin(version, "vllm.general_plugins", "VLLM_PLUGINS", vllm_plugin.activation)
     if version is None or not import_module:
         return info
     module = importlib.import_module(MAMBA_UTILS)
     layout = inspect_mamba_utils(module, version)
     info["layout"] = layout.as_dict()
     info["would_patch"] = vllm_plugin.planned_changes(layout)
+    return info
+
+
+def check_sglang():
+    """SGLang's version and our plugin for it; which copy_from it has, read from its source (not imported)."""
+    from . import sglang_plugin
+
+    version = _package_version("sglang")
+    info = _plugin(version, "sglang.srt.plugins", "SGLANG_PLUGINS", sglang_plugin.activation)
+    if version is not None:
+        info["copy_from"] = sglang_plugin.installed_copy_from()
     return info
 
 
@@ -159,7 +176,8 @@ def collect(args):
     report = {"python": platform.python_version(), "vllm_target_device": os.environ.get("VLLM_TARGET_DEVICE"),
               "build": _guard(check_build), "torch": _guard(check_torch), "runtimes": _guard(check_runtimes),
               "backends": _guard(check_backends, devices),
-              "vllm": _guard(check_vllm, not args.skip_vllm_import), "probe": _guard(probe, current)}
+              "vllm": _guard(check_vllm, not args.skip_vllm_import), "sglang": _guard(check_sglang),
+              "probe": _guard(probe, current)}
     report["device_image"] = _guard(check_device_image)  # after the probe: it lists the builds the probe made
     report["problems"] = problems(report)
     return report
@@ -200,6 +218,12 @@ def _text(report):
         lines.append(f"  would patch: {'; '.join(vllm['would_patch']) or 'nothing'}")
     if "error" in vllm:
         lines.append(f"  vLLM check failed: {vllm['error']}")
+    sglang = report.get("sglang", {})
+    lines.append(f"SGLang               {sglang.get('version') or 'not installed'}")
+    if "copy_from" in sglang:
+        lines.append(f"  MambaPool.copy_from: {sglang['copy_from']}")
+    lines.append(f"  plugin: entry point {sglang.get('plugin_entry_point')}, active: {sglang.get('plugin_active')} "
+                 f"({sglang.get('plugin_activation')})")
     lines.append(f"probe on {probe_result.get('device')}: address {probe_result.get('address')} "
                  f"(bit 63 set: {probe_result.get('address_has_bit_63')}), self-test "
                  f"{'ok' if probe_result.get('selftest_ok') else 'FAILED ' + probe_result.get('error', '')}")

@@ -12,8 +12,10 @@ docs/sglang.md has the mapping of SGLang's copies to our ops.
 """
 import ast
 import hashlib
+import importlib.util
 import inspect
 import logging
+import pathlib
 import textwrap
 
 from . import plugin_switch
@@ -113,6 +115,25 @@ def _one_launch_copy_from(original, must_be_empty):
     copy_from.__name__ = copy_from.__qualname__ = "copy_from"
     setattr(copy_from, _MARK, True)
     return copy_from
+
+
+def installed_copy_from():
+    """Which released MambaPool.copy_from the installed SGLang has, read from its source without importing
+    SGLang (its import is heavy): "as in SGLang <releases>", or why the plugin would leave it alone."""
+    spec = importlib.util.find_spec("sglang")
+    if spec is None or not spec.submodule_search_locations:
+        return "SGLang is not importable here"
+    path = pathlib.Path(list(spec.submodule_search_locations)[0], *MEMORY_POOL.split(".")[1:]).with_suffix(".py")
+    try:
+        source = path.read_text()
+        methods = [f for c in ast.parse(source).body if isinstance(c, ast.ClassDef) and c.name == "MambaPool"
+                   for f in c.body if isinstance(f, ast.FunctionDef) and f.name == "copy_from"]
+    except (OSError, SyntaxError) as error:
+        return f"{path} could not be read ({error})"
+    if not methods:
+        return "no MambaPool.copy_from: nothing to serve"
+    known = KNOWN_COPY_FROM.get(fingerprint(ast.get_source_segment(source, methods[0], padded=True)))
+    return f"as in SGLang {known[0]}: served" if known else "not a version verified: left to SGLang"
 
 
 def patch_memory_pool(module):
