@@ -150,3 +150,14 @@ def test_doctor_reads_which_copy_from_an_installed_sglang_has(make_known, tmp_pa
     assert sglang_plugin.installed_copy_from() == "as in SGLang test: served"
     (module / "memory_pool.py").write_text("class MambaPool:\n    pass\n")
     assert sglang_plugin.installed_copy_from() == "no MambaPool.copy_from: nothing to serve"
+
+
+def test_the_views_are_kept_per_pool_until_its_state_tensors_change():
+    pool = StackedPool()
+    first, _ = sglang_plugin.pool_states(pool)
+    assert sglang_plugin.pool_states(pool)[0] is first
+    pool.mamba_cache.temporal = pool.mamba_cache.temporal.clone()  # as a pool rebuilt by its engine
+    again, _ = sglang_plugin.pool_states(pool)
+    assert again is not first and again[-1].data_ptr() == pool.mamba_cache.temporal[-1].data_ptr()
+    unhashable = types.SimpleNamespace(mamba_cache=pool.mamba_cache)  # no weak reference: computed each time
+    assert len(sglang_plugin.pool_states(unhashable)[0]) == len(again)

@@ -3,8 +3,9 @@
 Reports how xpu_state_copy was built (and whether for the torch installed here), the target device, torch
 and its XPU build, XPU devices and driver/runtime versions, our copy backend per device, the installed vLLM
 and whether its mamba_utils stores raw addresses into int64 tables, whether our vLLM plugin is registered and
-what it would patch, the same for SGLang, a live allocation's address, and a self-test copy. Exit status 1 when it finds an affected setup without the fix, a build made for another torch release,
-or a failed self-test, else 0.
+what it would patch, the same for SGLang, a live allocation's address, and a self-test copy. Exit status 1
+when it finds an affected setup without the fix, a build made for another torch release, or a failed
+self-test, else 0.
 """
 import importlib
 import importlib.metadata
