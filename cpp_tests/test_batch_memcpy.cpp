@@ -114,7 +114,7 @@ int main() {
   check(q, "3000 tiny entries", tiny, (size_t)cursor, true);
 
   // A few entries of many copy units each, beside short, empty and overlapping ones: fewer entries than the
-  // grid has sub-groups, so each sub-group schedules itself (small_batch.h) and the small build runs.
+  // grid has sub-groups, so each entry is spread over many of them.
   for (int n : {1, 5, 40}) {
     std::vector<Case> few;
     cursor = 0;

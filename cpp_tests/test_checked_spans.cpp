@@ -58,9 +58,10 @@ void test_state_spans_at_the_limits() {
           if (shift < 0 && shift != kMin && shift != -1) continue;
           const i64 s_ids[1] = {sb}, d_ids[1] = {db}, sh[1] = {shift};
           const StatePlanSource source{plan.data(), 1, s_ids, d_ids, sh, 1, 1};
-          const Span s = source.span(0);
-          // The schedules count the plan's bound; a span with more units would lose its last ones.
-          expect(units_of(s.rows, s.row_bytes) <= source.unit_bound(0), "units within the plan's bound", sb, shift);
+          const RowOf row = source.row_of(0);
+          const Span s = source.copies(row) ? source.span(row, 0) : Span{0, 0, 0, 0, 0, 0};
+          // The schedule deals out the plan's bound; a span with more units would lose its last ones.
+          expect(units_of(s.rows, s.row_bytes) <= source.units_per_row(), "units within the plan's bound", sb, shift);
           if (s.rows == 0 || s.row_bytes == 0) continue;  // empty: copies nothing
           const bool valid = sb >= 0 && sb < blocks && db >= 0 && db < blocks && shift >= 0;
           expect(valid, "a span for an invalid request", sb, shift);

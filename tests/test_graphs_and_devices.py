@@ -75,11 +75,11 @@ def test_cuda_graph_replays_copy_states():
 
 @needs_cuda
 def test_cuda_graph_replays_spec_decode_between_eager_launches():
-    """A captured spec-decode launch deals every unit out (it would replay the claim counter of its
-    capture); eager launches between its replays still claim theirs."""
-    from test_spec_decode import Relaunch, claiming_step, run_postprocess
+    """A captured spec-decode launch replayed between eager launches of another step: each leaves exactly
+    the reference's bytes and counts."""
+    from test_spec_decode import Relaunch, busy_step, run_postprocess
     rng = random.Random(53)
-    captured, eager = (Relaunch(claiming_step(rng), "cuda") for _ in range(2))
+    captured, eager = (Relaunch(busy_step(rng), "cuda") for _ in range(2))
     run_postprocess(captured.ours, captured.out)  # plan cached before capture
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
@@ -100,16 +100,15 @@ STREAM_TARGETS = [pytest.param("cuda", marks=needs_cuda),
 
 @pytest.mark.parametrize("device", STREAM_TARGETS)
 def test_spec_decode_launches_alternating_between_two_streams_stay_right(device):
-    """Each stream takes its claim counters from a ring of its own, zeroed on that stream with no wait for
-    the device: 300 launches alternating between two new streams, each stream on pools of its own, must
-    each leave exactly the reference's bytes and counts."""
-    from test_spec_decode import Relaunch, claiming_step
+    """300 launches alternating between two new streams, each stream on pools of its own, must each leave
+    exactly the reference's bytes and counts."""
+    from test_spec_decode import Relaunch, busy_step
     api = getattr(torch, device)
     rng = random.Random(59)
     runs = []
     for stream in (api.Stream(), api.Stream()):
         with api.stream(stream):
-            runs.append((Relaunch(claiming_step(rng), device), stream))
+            runs.append((Relaunch(busy_step(rng), device), stream))
     api.synchronize()
     for launch in range(300):
         run, stream = runs[launch % 2]

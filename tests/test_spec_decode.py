@@ -99,11 +99,10 @@ def _check_precopy(target, s):
 
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("step", ["postprocess", "precopy"])
-def test_steps_past_the_small_batch_schedule_match_reference(target, seed, step):
-    """24 - 40 requests x 12 - 20 layers (576 - 1,600 entries) on 1 - 4 block tables: their records fit a
-    work-group and they are past the small-batch schedule (at most 8 entries per lane of one sub-group), so
-    the launch deals out three quarters of its units and claims the rest, which the randomized steps above,
-    small batches all, never do."""
+def test_larger_steps_match_reference(target, seed, step):
+    """24 - 40 requests x 12 - 20 layers (576 - 1,600 entries) on 1 - 4 block tables: more rows than one
+    sub-group reads at a time (the row schedule takes them sg_size() at a time), which the randomized steps
+    above, small batches all, never have."""
     rng = random.Random(500 + seed)
     layout = "ds" if seed % 2 else "sd"
     sizes = dict(requests=rng.randint(24, 40), layers=rng.randint(12, 20), groups=rng.randint(1, 4))
@@ -114,28 +113,26 @@ def test_steps_past_the_small_batch_schedule_match_reference(target, seed, step)
 
 
 @pytest.mark.parametrize("layout", ["sd", "ds"])
-def test_postprocess_with_more_rows_than_a_group_keeps(target, layout):
-    """600 rows: more row records than a work-group keeps in local memory (512), so the kernels read every
-    span from global memory instead (their third build)."""
+def test_postprocess_with_600_rows(target, layout):
+    """600 rows, many of which copy nothing: each sub-group walks them all and deals out only the units of
+    those that copy."""
     rng = random.Random(77 + (layout == "ds"))
     s = random_postprocess(rng, layout, requests=600)
     _check_postprocess(target, s)
 
 
 @pytest.mark.parametrize("layout", ["sd", "ds"])
-def test_postprocess_with_more_states_than_a_group_keeps_the_plan_of(target, layout):
-    """90 layers of a conv and a temporal state: more plan fields than a work-group keeps in local memory
-    (146 states), so the kernels keep the rows' records there and read the plan from global memory."""
+def test_postprocess_with_180_states(target, layout):
+    """90 layers of a conv and a temporal state: each unit's state is found among 180 running bounds."""
     rng = random.Random(91 + (layout == "ds"))
     s = random_postprocess(rng, layout, requests=5, layers=90)
     assert len(s.states) > 146
     _check_postprocess(target, s)
 
 
-def claiming_step(rng):
-    """A postprocess step whose launch claims its last units from a counter: 40 requests x 2 block tables
-    keep their records in a work-group (the records build, up to 512), and 40 requests x 60 states are
-    2,400 entries, past the small-batch schedule on every device (at most 8 per lane of one sub-group)."""
+def busy_step(rng):
+    """A postprocess step of 40 requests x 60 states on 2 block tables (2,400 entries), for the tests that
+    launch one step many times."""
     s = random_postprocess(rng, "sd", requests=40, layers=30, groups=2)
     assert s.num_rows * len(s.block_tables) <= 512 and s.num_rows * len(s.states) == 2400
     return s
@@ -169,10 +166,9 @@ class Relaunch:
 
 
 def test_postprocess_stays_right_over_many_launches(target):
-    """A launch claims its last units through a counter it must leave at 0, from a ring of 256 per stream:
-    300 launches of one step, each on the same pristine pools, must each leave exactly the reference's
-    bytes and counts."""
-    run = Relaunch(claiming_step(random.Random(301)), target.device)
+    """300 launches of one step, each on the same pristine pools, must each leave exactly the reference's
+    bytes and counts: a launch leaves nothing behind that changes the next."""
+    run = Relaunch(busy_step(random.Random(301)), target.device)
     for launch in range(300):
         run.launch()
         if launch % 75 == 0 or launch == 299:

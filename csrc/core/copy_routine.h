@@ -1,86 +1,53 @@
-// The per-work-item copy logic shared by every backend: the SYCL kernel source (compiled ahead of time by
-// icpx or at run time by SYCL's kernel compiler) and the CUDA twin both include this header and only supply
-// a small "Group" adapter (ids, barriers, group and sub-group scans, a sub-group sum and shuffle, one scratch
-// array in local memory).
+// How a sub-group copies one unit of an entry (copy_words.h says how units are cut; schedule.h which
+// sub-group copies which unit). Each kernel calls copy_unit from one place only, and copy_unit calls the
+// piece copy from one place only: IGC then compiles the word loops once per kernel, which keeps the module
+// small and quick to build.
 //
-// Work model. A batch is a list of entries; entry i copies `rows` rows of `row_bytes` bytes from `src` to
-// `dst` (rows == 1 is a plain memmove of row_bytes bytes). Each entry is cut into units of about
-// kChunkBytes, so work is divided by bytes, not by entries. This header says how a sub-group copies one
-// unit (with the words of copy_words.h, and shifted_copy.h where source and destination disagree mod 16);
-// batch_schedule.h and small_batch.h say which sub-group copies which unit.
-//
-// Overlap. An entry whose source and destination ranges overlap (memmove) is done by a single sub-group in
-// the safe direction, with a sub-group barrier between the loads and the stores of each step. Rows of one
-// entry must not overlap other rows, and entries must not overlap each other (documented contract).
+// Overlap. A row whose source and destination overlap (a memmove with a shift, e.g. a conv state shifted
+// within its own block) is copied whole by the unit holding its first chunk, in the safe direction, with
+// sub-group barriers between each step's loads and stores; its other units copy nothing.
 #pragma once
 
-#include "shifted_copy.h"
+#include "copy_words.h"
 
 namespace xsc {
 
-// A range copied with 16-byte stores: bytes up to the destination's first 16-byte boundary, whole words,
-// then the last bytes. The words are loaded aligned too: directly when source and destination agree mod 16,
-// else through sg_copy_shifted. (Until 2026-12 a mismatch fell back to the widest common width, down to one
-// byte per access: 0.26 of the roofline for odd offsets on an H200, see docs/bench-history.md.)
-template <bool Streaming = false, class G>
-XSC_FN void sg_copy_aligned(G& g, u64 src, u64 dst, int len, bool ordered) {
-  int head = (int)((16 - (int)(dst & 15u)) & 15);
-  if (head > len) head = len;
-  const int words = (len - head) / 16;
-  const int body = words * 16;
-  const int tail = len - head - body;
-  const bool word_aligned_src = ((src + (u64)head) & 15u) == 0;
-  const int lane = (int)g.sg_lane();
-  if (!ordered && g.sg_size() >= 16) {
-    // The head and tail bytes (at most 15 each, one per work-item) are loaded before the words and stored
-    // after them: their trips to memory then overlap the words' instead of adding two trips of their own
-    // to every piece that does not start and end on a 16-byte boundary.
-    const unsigned char* s = (const unsigned char*)src;
-    unsigned char* d = (unsigned char*)dst;
-    const int t = head + body + lane;
-    unsigned char hb = 0, tb = 0;
-    if (lane < head) hb = s[lane];
-    if (lane < tail) tb = s[t];
-    if (word_aligned_src) sg_copy_words<Word16, Streaming>(g, src + head, dst + head, words, false);
-    else sg_copy_shifted<Streaming>(g, src + head, dst + head, words, false);
-    if (lane < head) d[lane] = hb;
-    if (lane < tail) d[t] = tb;
-    return;
-  }
-  const bool backward = ordered && dst > src;
-  // Safe order for an overlapping range: forward = head, body, tail; backward = tail, body, head.
-  if (!backward) sg_copy_bytes(g, src, dst, head, ordered);
-  else sg_copy_bytes(g, src + head + body, dst + head + body, tail, ordered);
-  if (ordered) g.sg_barrier();
-  if (word_aligned_src) sg_copy_words<Word16, Streaming>(g, src + head, dst + head, words, ordered);
-  else sg_copy_shifted<Streaming>(g, src + head, dst + head, words, ordered);
-  if (ordered) g.sg_barrier();
-  if (!backward) sg_copy_bytes(g, src + head + body, dst + head + body, tail, ordered);
-  else sg_copy_bytes(g, src, dst, head, ordered);
-}
-
-// One contiguous range of at most kChunkBytes, copied by one sub-group with 16-byte accesses whatever the
-// alignment of either side.
-template <bool Streaming = false, class G>
-XSC_FN void sg_copy_piece(G& g, u64 src, u64 dst, int len, bool ordered) {
-  sg_copy_aligned<Streaming>(g, src, dst, len, ordered);
-}
-
-// A range of any length, cut into pieces of kChunkBytes. An overlapping range takes its pieces in the safe
-// direction (each piece only reads bytes no earlier piece has written), with a barrier between pieces.
+// At most kChunkBytes bytes, stored to the destination as 16-byte words between its head and tail bytes,
+// whatever the source's alignment (sg_copy_words merges shifted words).
 template <class G>
-XSC_FN void sg_copy_range(G& g, u64 src, u64 dst, i64 len, bool ordered) {
-  const i64 pieces = (len + kChunkBytes - 1) / kChunkBytes;
+XSC_FN void sg_copy_piece(const G& g, u64 src, u64 dst, int len, bool ordered) {
+  int head = (int)((16u - (u32)(dst & 15u)) & 15u);
+  if (head > len) head = len;
+  const int words = (len - head) >> 4;
+  const int body = head + words * 16, tail = len - body;
+  const int lane = (int)g.sg_lane();
+  // Unordered, with a lane for every head and tail byte: those bytes are loaded before the words and stored
+  // after them, so that their trips to memory overlap the words' instead of adding two of their own.
+  const bool early = !ordered && g.sg_size() >= 16;
   const bool backward = ordered && dst > src;
-  for (i64 p = 0; p < pieces; ++p) {
-    const i64 off = (backward ? pieces - 1 - p : p) * kChunkBytes;
-    const i64 rest = len - off;
-    sg_copy_piece(g, src + (u64)off, dst + (u64)off, (int)(rest < kChunkBytes ? rest : kChunkBytes), ordered);
+  const XSC_GLOBAL unsigned char* s = (const XSC_GLOBAL unsigned char*)src;
+  XSC_GLOBAL unsigned char* d = (XSC_GLOBAL unsigned char*)dst;
+  unsigned char head_byte = 0, tail_byte = 0;
+  if (early) {
+    if (lane < head) head_byte = s[lane];
+    if (lane < tail) tail_byte = s[body + lane];
+  } else {  // the safe order: forward head, words, tail; backward tail, words, head
+    const int at = backward ? body : 0;
+    sg_copy_bytes(g, src + (u64)at, dst + (u64)at, backward ? tail : head, ordered);
     if (ordered) g.sg_barrier();
   }
+  sg_copy_words(g, src + (u64)head, dst + (u64)head, words, ordered);
+  if (early) {
+    if (lane < head) d[lane] = head_byte;
+    if (lane < tail) d[body + lane] = tail_byte;
+  } else {
+    if (ordered) g.sg_barrier();
+    const int at = backward ? 0 : body;
+    sg_copy_bytes(g, src + (u64)at, dst + (u64)at, backward ? head : tail, ordered);
+  }
 }
 
-// A short row copied by one work-item alone: a plain sequential memmove, safe for an in-row shift.
+// A short row copied by one work-item alone, in the order that is safe for a shift within the row.
 XSC_FN void item_memmove(u64 src, u64 dst, i64 len) {
   const XSC_GLOBAL unsigned char* s = (const XSC_GLOBAL unsigned char*)src;
   XSC_GLOBAL unsigned char* d = (XSC_GLOBAL unsigned char*)dst;
@@ -91,37 +58,48 @@ XSC_FN void item_memmove(u64 src, u64 dst, i64 len) {
   }
 }
 
-// Rows shorter than this are copied one row per work-item; longer ones one row per sub-group.
+// Rows shorter than this, several to a unit, are copied one row per work-item (a 16-lane sub-group stores
+// 256 bytes per word step); longer ones one row at a time by the whole sub-group.
 constexpr i64 kShortRowBytes = 256;
 
-// Copy unit `unit` of entry `e` on the calling sub-group.
+// Unit `unit` of entry `e` (units_of(e.rows, e.row_bytes) of them), on the calling sub-group.
 template <class G>
-XSC_FN void copy_unit(G& g, const Span& e, i64 unit) {
-  if (e.rows == 1) {
-    if (e.src == e.dst) return;  // memmove onto itself
-    if (ranges_overlap(e.src, e.dst, e.row_bytes)) {
-      // Chunks of an overlapping range cannot run in parallel: unit 0 does it all, in order.
-      if (unit == 0) sg_copy_range(g, e.src, e.dst, e.row_bytes, true);
-      return;
+XSC_FN void copy_unit(const G& g, const Span& e, u32 unit) {
+  const i64 row_bytes = e.row_bytes;
+  if (e.rows <= 0 || row_bytes <= 0) return;
+  // The unit's rows r0 .. r1 - 1, and of each the bytes from .. to.
+  u32 r0, r1;
+  i64 from = 0, to = row_bytes;
+  if (row_bytes > kChunkBytes) {
+    const u32 chunks = chunks_per_row(row_bytes);
+    r0 = unit / chunks;
+    r1 = r0 + 1;
+    from = (i64)(unit - r0 * chunks) * kChunkBytes;
+    to = from + kChunkBytes < row_bytes ? from + kChunkBytes : row_bytes;
+  } else {
+    const u32 per = rows_per_unit(row_bytes);
+    r0 = unit * per;
+    r1 = (u64)r0 + per < (u64)e.rows ? r0 + per : (u32)e.rows;
+  }
+  if (r0 >= (u64)e.rows) return;
+  if (row_bytes < kShortRowBytes && r1 - r0 > 1) {
+    for (u32 r = r0 + (u32)g.sg_lane(); r < r1; r += (u32)g.sg_size())
+      item_memmove(e.src + (u64)r * e.src_stride, e.dst + (u64)r * e.dst_stride, row_bytes);
+    return;
+  }
+  for (u32 r = r0; r < r1; ++r) {
+    const u64 s = e.src + (u64)r * e.src_stride, d = e.dst + (u64)r * e.dst_stride;
+    const bool ordered = ranges_overlap(s, d, row_bytes);
+    if (s == d || (ordered && from != 0)) continue;  // nothing to move / the row's first unit moves it
+    const i64 end = ordered ? row_bytes : to;
+    const int pieces = (int)((end - from + kChunkBytes - 1) / kChunkBytes);  // more than one only if ordered
+    const bool backward = ordered && d > s;
+    for (int p = 0; p < pieces; ++p) {
+      const i64 off = from + (i64)(backward ? pieces - 1 - p : p) * kChunkBytes;
+      const i64 rest = end - off;
+      sg_copy_piece(g, s + (u64)off, d + (u64)off, (int)(rest < kChunkBytes ? rest : kChunkBytes), ordered);
+      if (ordered) g.sg_barrier();
     }
-    const i64 off = unit * kChunkBytes;
-    i64 len = e.row_bytes - off;
-    if (len > kChunkBytes) len = kChunkBytes;
-    sg_copy_piece(g, e.src + (u64)off, e.dst + (u64)off, (int)len, false);
-    return;
-  }
-  const i64 rpu = rows_per_unit(e.row_bytes);
-  const i64 first = unit * rpu;
-  i64 last = first + rpu;
-  if (last > e.rows) last = e.rows;
-  if (e.row_bytes < kShortRowBytes) {
-    for (i64 r = first + g.sg_lane(); r < last; r += g.sg_size())
-      item_memmove(e.src + (u64)r * e.src_stride, e.dst + (u64)r * e.dst_stride, e.row_bytes);
-    return;
-  }
-  for (i64 r = first; r < last; ++r) {
-    u64 s = e.src + (u64)r * e.src_stride, d = e.dst + (u64)r * e.dst_stride;
-    if (s != d) sg_copy_range(g, s, d, e.row_bytes, ranges_overlap(s, d, e.row_bytes));
   }
 }
 

@@ -1,147 +1,174 @@
-// The words of the copy routine (copy_routine.h) that every backend shares: the integer types, the unit
-// of work (kChunkBytes) and what an entry's units are, the loads a work-item keeps in flight, and how a
-// sub-group copies words to which source and destination are both aligned. All address arithmetic is on
-// uint64_t: XPU device pointers have bit 63 set.
+// The words every backend's kernel body is made of: integer types, what an entry is (Span) and how it is cut
+// into units, and how one sub-group moves 16-byte words and bytes. Shared by the SYCL kernels (compiled by
+// icpx ahead of time or at run time by SYCL's kernel compiler), the CUDA twin and the host schedule tests.
+//
+// Written for Intel GPUs first: a 16-byte word is four 32-bit values (dg2 has no native 64-bit integer
+// arithmetic, and 32-bit lanes are what a GRF holds), indices within a piece are 32-bit, and a work-item
+// keeps G::kLoads words in flight and nothing else across a step, so that IGC keeps everything in registers
+// (no spill, no scratch: tests/test_device_compile.py). Addresses are uint64_t: XPU pointers have bit 63 set.
 #pragma once
-
-#ifndef XSC_CHUNK_BYTES
-#define XSC_CHUNK_BYTES 8192  // tuned on an H200: see docs/tuning-rounds-1-3.md
-#endif
 
 #if defined(__CUDACC__)
 #define XSC_FN __device__ __forceinline__
-#define XSC_HOST_FN __host__ __device__ inline  // also called by the launchers
+#define XSC_HOST_FN __host__ __device__ inline  // also called by the host code that builds plans
 #else
 #define XSC_FN inline
 #define XSC_HOST_FN inline
 #endif
 
 // The address space of every pointer the copy loads from or stores to. In SYCL device code a plain pointer
-// is generic: IGC then tests at run time which space each access hits (extra control flow) and, in the
-// spec-decode kernels, split the 16-byte loads into 8-byte ones. Our copies only ever touch global memory.
+// is generic: IGC then tests at run time which space each access hits and may split 16-byte accesses.
+// Our copies only ever touch global memory.
 #if defined(__SYCL_DEVICE_ONLY__)
 #define XSC_GLOBAL __attribute__((opencl_global))
 #else
 #define XSC_GLOBAL
 #endif
 
+#ifndef XSC_CHUNK_BYTES
+#define XSC_CHUNK_BYTES 8192  // bytes per unit of work; 96 in the host tests, to reach every edge cheaply
+#endif
+
 namespace xsc {
 
 typedef unsigned long long u64;
 typedef long long i64;
+typedef unsigned int u32;
 
-#ifndef XSC_UNROLL
-#define XSC_UNROLL 4
-#endif
-
-#ifndef XSC_SMALL_UNROLL16
-#define XSC_SMALL_UNROLL16 8
-#endif
-
-constexpr i64 kChunkBytes = XSC_CHUNK_BYTES;
-constexpr int kUnroll = XSC_UNROLL;  // independent loads in flight per work-item before its stores
-// The same for 16-byte loads in the small-batch builds (small_batch.h). Each sub-group there copies only
-// two or three units, so a unit taken in fewer round trips to memory ends the batch sooner; in the tile
-// builds, which stream long runs of units, 8 loads lost to 4 (docs/tuning-rounds-1-3.md). The Group adapter
-// says which applies: G::kUnroll16. Every op's small build takes it: copy_states' kept 4 until its scan
-// counted units from one plan word (with 8 it had spilled, then lost; now 8 gains, docs/performance.md).
-constexpr int kSmallUnroll16 = XSC_SMALL_UNROLL16;
+constexpr int kChunkBytes = XSC_CHUNK_BYTES;
 
 struct alignas(16) Word16 {
-  u64 lo, hi;
+  u32 x, y, z, w;
 };
 
-// One entry of a batch, as the kernel sees it.
+// One entry of a batch as the copy sees it: `rows` rows of `row_bytes` bytes (rows == 1: one memmove).
+// A row may overlap itself (a memmove with a shift); rows must not overlap other rows or other entries.
 struct Span {
   u64 src, dst;
-  i64 row_bytes;  // bytes per row (the whole entry when rows == 1)
+  i64 row_bytes;
   i64 rows;
   u64 src_stride, dst_stride;  // bytes between rows
 };
 
-// a / b without a 64-bit division in the common case (both fit in 32 bits). A GPU has no 64-bit divide:
-// each one is a routine of about a hundred instructions, and the scans run them for every entry
-// (copy_states on `step`, whose spans divide by the state count: 0.711 of the roofline with them, 0.746
-// with none, on an H200).
-XSC_HOST_FN u64 quotient(u64 a, u64 b) {
-  if ((a | b) >> 32) return a / b;
-  return (u64)((unsigned)a / (unsigned)b);
-}
-
-XSC_HOST_FN i64 rows_per_unit(i64 row_bytes) {
-  i64 r = (i64)quotient((u64)kChunkBytes, (u64)(row_bytes > 0 ? row_bytes : 1));
-  return r > 0 ? r : 1;
-}
-
-// Units an entry is cut into; 0 for an empty entry. (Also on the host: the plans carry units.)
-XSC_HOST_FN i64 units_of(i64 rows, i64 row_bytes) {
-  if (rows <= 0 || row_bytes <= 0) return 0;
-  if (rows == 1) return (row_bytes + kChunkBytes - 1) / kChunkBytes;
-  i64 rpu = rows_per_unit(row_bytes);
-  return (i64)quotient((u64)(rows + rpu - 1), (u64)rpu);
-}
-
-XSC_FN bool ranges_overlap(u64 src, u64 dst, i64 bytes) {
+XSC_HOST_FN bool ranges_overlap(u64 src, u64 dst, i64 bytes) {
   return dst < src + (u64)bytes && src < dst + (u64)bytes;
 }
 
-// How the plain copy loads and stores a word. With `Streaming` a backend may give the memory system hints
-// that the data is read once and written once (the CUDA twin does, for 16-byte words: batch_memcpy_kernel.cuh);
-// these plain versions are what every other backend and word type gets. Only a range that no other part of
-// the launch writes may be read with Streaming (non-coherent loads): overlapping ranges never are.
-template <bool Streaming, class W>
+// How an entry is cut into units (host and device agree: plans carry unit counts). A row longer than a
+// unit is cut into chunks of kChunkBytes, one unit each; shorter rows are grouped, kChunkBytes / row_bytes
+// rows to a unit. Counts are 32-bit: a launch's units stay far below 2**32 for any memory a GPU has
+// (2**32 units are 32 TiB).
+XSC_HOST_FN u32 chunks_per_row(i64 row_bytes) { return (u32)((row_bytes + kChunkBytes - 1) / kChunkBytes); }
+XSC_HOST_FN u32 rows_per_unit(i64 row_bytes) { return row_bytes > kChunkBytes ? 1u : (u32)(kChunkBytes / row_bytes); }
+XSC_HOST_FN u32 units_of(i64 rows, i64 row_bytes) {
+  if (rows <= 0 || row_bytes <= 0) return 0;
+  if (row_bytes > kChunkBytes) return (u32)rows * chunks_per_row(row_bytes);
+  const u32 per = rows_per_unit(row_bytes);
+  return ((u32)rows + per - 1) / per;
+}
+
+// Plain loads and stores; a backend may specialize them (the CUDA twin streams 16-byte words).
+template <class W>
 XSC_FN W load_word(const XSC_GLOBAL W* p) {
   return *p;
 }
-template <bool Streaming, class W>
+template <class W>
 XSC_FN void store_word(XSC_GLOBAL W* p, const W& v) {
   *p = v;
 }
 
-// The stores of one step of a sub-group's word copy: word base + u * lanes + lane of the destination, for
-// every u, from v[u] (none from `count` on); with `ordered`, after every lane's loads of the step (see
-// sg_copy_words). Every word copy (here and shifted_copy.h) ends its steps with it.
-template <bool Streaming, int Unroll, class G, class W>
-XSC_FN void sg_store_step(G& g, XSC_GLOBAL W* d, const W (&v)[Unroll], int base, int count, bool ordered) {
-  const int lanes = (int)g.sg_size(), lane = (int)g.sg_lane();
-  if (ordered) g.sg_barrier();
-#pragma unroll
-  for (int u = 0; u < Unroll; ++u) {
-    const int i = base + u * lanes + lane;
-    if (i < count) store_word<Streaming>(d + i, v[u]);
-  }
-}
-
-// Sub-group copy of `count` words of type W; both pointers W-aligned. With `ordered`, the range may overlap
-// and is walked in the safe direction, loads of a step separated from its stores by a sub-group barrier.
-// `Streaming`: see load_word (callers pass it only for ranges that do not overlap).
-// Counts are 32-bit: callers hand over at most kChunkBytes at a time, which keeps registers (and so
-// occupancy) in check.
-template <class W, bool Streaming = false, class G>
-XSC_FN void sg_copy_words(G& g, u64 src, u64 dst, int count, bool ordered) {
-  const XSC_GLOBAL W* s = (const XSC_GLOBAL W*)src;
-  XSC_GLOBAL W* d = (XSC_GLOBAL W*)dst;
-  const int lanes = (int)g.sg_size();
-  const int lane = (int)g.sg_lane();
-  constexpr int unroll = sizeof(W) == 16 ? G::kUnroll16 : kUnroll;
-  const int step = lanes * unroll;
-  const bool backward = ordered && dst > src;
-  const int steps = (count + step - 1) / step;
-  for (int n = 0; n < steps; ++n) {
-    const int base = (backward ? steps - 1 - n : n) * step;
-    W v[unroll];
-#pragma unroll
-    for (int u = 0; u < unroll; ++u) {
-      int i = base + u * lanes + lane;
-      if (i < count) v[u] = load_word<Streaming>(s + i);
-    }
-    sg_store_step<Streaming>(g, d, v, base, count, ordered);
-  }
+// The 16 bytes at byte k (1..15) of the 32 bytes a, b (little-endian): what a source word k bytes past a
+// 16-byte boundary holds once the destination is aligned. Dword picks are selects on the (uniform) k, never
+// an index into a private array (that would put the words in scratch); each 32-bit funnel shifts by
+// s = 0..24 bits, and `hi << 1 << (31 - s)` never shifts by 32.
+XSC_FN u32 funnel(u32 lo, u32 hi, int s) { return (lo >> s) | ((hi << 1) << (31 - s)); }
+XSC_FN Word16 merge_words(const Word16& a, const Word16& b, int k) {
+  const int q = k >> 2, s = (k & 3) * 8;
+  const u32 d0 = q == 0 ? a.x : q == 1 ? a.y : q == 2 ? a.z : a.w;
+  const u32 d1 = q == 0 ? a.y : q == 1 ? a.z : q == 2 ? a.w : b.x;
+  const u32 d2 = q == 0 ? a.z : q == 1 ? a.w : q == 2 ? b.x : b.y;
+  const u32 d3 = q == 0 ? a.w : q == 1 ? b.x : q == 2 ? b.y : b.z;
+  const u32 d4 = q == 0 ? b.x : q == 1 ? b.y : q == 2 ? b.z : b.w;
+  return Word16{funnel(d0, d1, s), funnel(d1, d2, s), funnel(d2, d3, s), funnel(d3, d4, s)};
 }
 
 template <class G>
-XSC_FN void sg_copy_bytes(G& g, u64 src, u64 dst, int count, bool ordered) {
-  sg_copy_words<unsigned char>(g, src, dst, count, ordered);
+XSC_FN Word16 sg_shuffle_word(const G& g, const Word16& v, u32 from) {
+  return Word16{g.sg_shuffle(v.x, from), g.sg_shuffle(v.y, from), g.sg_shuffle(v.z, from), g.sg_shuffle(v.w, from)};
+}
+
+// `count` 16-byte words to an aligned `dst` from `src`, which is aligned too (k == 0) or k = src mod 16
+// bytes past a boundary. A step is G::kLoads words per work-item, all loaded before any is stored. Lane l
+// of slot u copies word i = base + u * lanes + l. For k > 0 each destination word merges the aligned source
+// words s[i] and s[i + 1]: a lane loads only s[i] and takes s[i + 1] from the next lane (the last lane from
+// lane 0's word of the next slot, or, for the step's last slot, loads the word after the step itself), so
+// every source word is loaded once, as a full 16-byte access, and no load touches a word outside
+// s[0 .. count] (the bytes of [src, src + 16 * count)).
+// With `ordered` the range may overlap itself: the steps go in the safe direction and a sub-group barrier
+// separates each step's loads from its stores. Every read of a step precedes that barrier, and the word read
+// past the step holds only bytes the safe direction has not written yet or bytes the merge drops.
+// Every lane of the sub-group calls it together (shuffles, barriers).
+template <class G>
+XSC_FN void sg_copy_words(const G& g, u64 src, u64 dst, int count, bool ordered) {
+  constexpr int kLoads = G::kLoads;
+  const int k = (int)(src & 15u);
+  const XSC_GLOBAL Word16* s = (const XSC_GLOBAL Word16*)(src - (u64)k);
+  XSC_GLOBAL Word16* d = (XSC_GLOBAL Word16*)dst;
+  const int lanes = (int)g.sg_size(), lane = (int)g.sg_lane();
+  const bool last_lane = lane == lanes - 1;
+  const u32 next_lane = last_lane ? 0u : (u32)lane + 1u;
+  const int step = lanes * kLoads;
+  const int steps = (count + step - 1) / step;
+  const bool backward = ordered && dst > src;
+  for (int n = 0; n < steps; ++n) {
+    const int base = (backward ? steps - 1 - n : n) * step;
+    Word16 v[kLoads];
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int i = base + u * lanes + lane;
+      v[u] = Word16{0, 0, 0, 0};
+      if (i < count || (k != 0 && i == count)) v[u] = load_word(s + i);
+    }
+    if (k != 0) {
+      Word16 after = {0, 0, 0, 0};  // s[base + step], which the step's last word needs when it is < count
+      if (last_lane && base + step <= count) after = load_word(s + base + step);
+#pragma unroll
+      for (int u = 0; u < kLoads; ++u) {
+        // Lane 0 sends the last lane its word of the next slot; every other lane its word of this one.
+        // Picked field by field: a pick between whole words went through the stack in nvcc 13.
+        const bool ahead = lane == 0 && u + 1 < kLoads;
+        const Word16& later = v[u + 1 < kLoads ? u + 1 : u];
+        const Word16 sent = {ahead ? later.x : v[u].x, ahead ? later.y : v[u].y, ahead ? later.z : v[u].z,
+                             ahead ? later.w : v[u].w};
+        Word16 right = sg_shuffle_word(g, sent, next_lane);
+        if (u + 1 == kLoads && last_lane) right = after;
+        v[u] = merge_words(v[u], right, k);
+      }
+    }
+    if (ordered) g.sg_barrier();
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int i = base + u * lanes + lane;
+      if (i < count) store_word(d + i, v[u]);
+    }
+  }
+}
+
+// `count` bytes (a piece's head or tail, below 16), one per work-item per step; `ordered` as above.
+template <class G>
+XSC_FN void sg_copy_bytes(const G& g, u64 src, u64 dst, int count, bool ordered) {
+  const XSC_GLOBAL unsigned char* s = (const XSC_GLOBAL unsigned char*)src;
+  XSC_GLOBAL unsigned char* d = (XSC_GLOBAL unsigned char*)dst;
+  const int lanes = (int)g.sg_size(), lane = (int)g.sg_lane();
+  const int steps = (count + lanes - 1) / lanes;
+  const bool backward = ordered && dst > src;
+  for (int n = 0; n < steps; ++n) {
+    const int i = (backward ? steps - 1 - n : n) * lanes + lane;
+    unsigned char b = 0;
+    if (i < count) b = s[i];
+    if (ordered) g.sg_barrier();
+    if (i < count) d[i] = b;
+  }
 }
 
 }  // namespace xsc

@@ -28,9 +28,8 @@
 namespace xsc {
 
 // Per state, kSpecStateFields int64 values (built on the host from the state tensors and block tables), then
-// per block table kSpecTableFields. Each state also carries its table's fields itself (in SpecTableField
-// order from kSpecTableBase), so that a span computed from global memory reads no field that depends on
-// another.
+// per block table kSpecTableFields. Each state also carries its table's fields itself (from
+// kSpecTableBase), so that a span reads no field whose place depends on another.
 enum SpecStateField {
   kSpecBase,            // the pool's address bits
   kSpecBlockStride,     // bytes between blocks
@@ -41,35 +40,12 @@ enum SpecStateField {
   kSpecTokenBytes,      // bytes one token of shift drops from a row (0: a whole-block state)
   kSpecMaxShift,        // the most tokens a row can drop and still copy a byte (entry_sources.h's max_shift_of)
   kSpecGroup,           // which block table the state's blocks come from
-  kSpecUnitsBefore,     // the unit bounds (units_of with no shift) of the states before it, summed
+  kSpecUnitsEnd,        // the unit bounds (units_of with no shift) of the states up to this one, summed
   kSpecTableBase,       // that table's fields, as below
   kSpecStateFields = kSpecTableBase + 4
 };
 // A block table: int32 [rows, columns], columns contiguous.
 enum SpecTableField { kTableBase, kTableRows, kTableColumns, kTableRowStride, kSpecTableFields };
-
-// What every state of one request row needs from one block table: the block ids the row's decision names
-// (-1: none, or outside the table or the inputs) and its token bias (-1: the row copies nothing).
-struct SpecRowRecord {
-  i64 bias;
-  int conv_src;   // at the source column (conv states: the tokens past the bias are copied)
-  int whole_src;  // at the source column + bias (whole-block states)
-  int dst;        // at the destination column
-  int unused;
-};
-// Rows x tables for which a work-group keeps every row's record in local memory (12 KiB), worked out once
-// before its first copy: a unit's span then waits for no trip to the counts and tables (vLLM batches are
-// at most a few hundred requests). Larger launches compute every span from global memory.
-constexpr i64 kSpecMaxRecords = 512;
-// Plan words (states x kSpecStateFields) a work-group keeps beside them (16 KiB: 146 states, 73 layers of a
-// conv and a temporal state): each unit's span then reads local memory only. From global memory, the plan's
-// lines were a trip to the cache under the copies' traffic before every unit. A launch with more states
-// keeps its records and reads the plan from global memory (plan_fits).
-constexpr i64 kSpecMaxPlanWords = 2048;
-// Local memory the records and the plan take in a work-group, beside the schedule's own: the SYCL launcher
-// takes the build that reads global memory on a device with less (every GPU the CUDA twin builds for, sm_70
-// on, has room).
-constexpr i64 kSpecLocalBytes = kSpecMaxRecords * (i64)sizeof(SpecRowRecord) + kSpecMaxPlanWords * (i64)sizeof(i64);
 
 enum SpecDecodeMode : int { kSpecPostprocess = 0, kSpecPostprocessPrecomputed = 1, kSpecPrecopy = 2 };
 
@@ -81,6 +57,8 @@ struct SpecDecision {
   bool reset;    // set its accepted-token count to 1 (postprocess)
 };
 
+// A row source (entry_sources.h) over request rows; RowOf holds the block-table row (-1: the row copies
+// nothing), the source and destination columns and the bias.
 struct SpecDecodeSource {
   const i64* plan;       // [states][kSpecStateFields] then [tables][kSpecTableFields]
   i64 states, tables;
@@ -96,22 +74,8 @@ struct SpecDecodeSource {
   const int* computed;     // postprocess: computed tokens (precomputed: after this step); precopy: src column
   const int* scheduled;    // postprocess only (not precomputed)
   const int* drafts;       // postprocess only (not precomputed)
-  // A counter a launch finds at 0 and leaves at 0, through which a launch with its records in local memory
-  // claims its last units one at a time (spec_decode_schedule.h); null: every unit is dealt out in advance.
-  // 32 bits: 64-bit atomics are an optional feature of SYCL devices, and the kernels that use one were built
-  // as a program of their own.
-  unsigned* claims;
 
   XSC_HOST_FN i64 count() const { return rows * states; }
-  static constexpr bool kSpreadScan = true;  // see run_tiles: each span takes dependent loads and a decision
-  template <class G>
-  XSC_FN void prefetch(const G&, i64) const {}
-  // A span takes loads and a division, so the word is the entry's index (see StatePlanSource).
-  XSC_FN i64 size_word(i64 i) const { return i; }
-  XSC_FN i64 units_of_word(i64 i) const { return units_of_entry(*this, i); }
-  // Units from the spans: a row that copies nothing has none (a bound from the plan would deal its states
-  // out too). See counted_units.
-  static constexpr bool kUnitBound = false;
 
   XSC_FN SpecDecision decide(i64 row) const {
     SpecDecision d{-1, 0, 0, 0, false, false};
@@ -145,84 +109,44 @@ struct SpecDecodeSource {
     return d;
   }
 
-  // Table t's fields (SpecTableField order) starting at f.
-  struct Table {
-    const int* ids;
-    i64 rows, columns, row_stride;
-  };
-  XSC_FN static Table table_at(const i64* f) {
-    return Table{(const int*)(u64)f[kTableBase], f[kTableRows], f[kTableColumns], f[kTableRowStride]};
+  XSC_FN i64 row_count() const { return rows; }
+  XSC_FN u32 units_end(i64 j) const { return (u32)plan[j * kSpecStateFields + kSpecUnitsEnd]; }
+  XSC_FN u32 units_per_row() const { return (u32)row_units; }
+  // Row r's inputs. A column or bias outside int32 becomes -1: no table and no state is that large, so the
+  // lookups below find nothing there, as they would for the value itself.
+  XSC_FN RowOf row_of(i64 r) const {
+    const SpecDecision d = decide(r);
+    if (!d.copy || d.bias < 0) return RowOf{-1, -1, -1, -1};
+    return RowOf{as_index(table_row_by_slot ? d.slot : r), as_index(d.src_col), as_index(d.dst_col),
+                 as_index(d.bias)};
   }
-  // The block id at `col` of row `row`, or -1 outside the table.
-  XSC_FN static i64 block_at(const Table& t, i64 row, i64 col) {
-    if (row < 0 || row >= t.rows || col < 0 || col >= t.columns) return -1;
-    return t.ids[row * t.row_stride + col];
+  XSC_FN bool copies(const RowOf& row) const { return row.a >= 0 && row.d >= 0; }
+
+  // The block id at `col` of row `row` of the table whose fields are f, or -1 outside the table.
+  XSC_FN static i64 block_at(const i64* f, i64 row, i64 col) {
+    if (row < 0 || row >= f[kTableRows] || col < 0 || col >= f[kTableColumns]) return -1;
+    return ((const int*)(u64)f[kTableBase])[row * f[kTableRowStride] + col];
   }
 
-  // Row r's record in table t. A bias above every int32 (counts near the int32 limits) is kept as it is:
-  // no state's kMaxShift is that large, and a whole block that far on lies outside any table.
-  XSC_FN SpecRowRecord record(const SpecDecision& d, i64 r, const Table& t) const {
-    SpecRowRecord rec{-1, -1, -1, -1, 0};
-    if (!d.copy || d.bias < 0) return rec;
-    const i64 row = table_row_by_slot ? d.slot : r;
-    rec.bias = d.bias;
-    rec.conv_src = (int)block_at(t, row, d.src_col);
-    rec.whole_src = (int)block_at(t, row, d.src_col + d.bias);  // both from int32 inputs: the sum fits
-    rec.dst = (int)block_at(t, row, d.dst_col);
-    return rec;
-  }
-
-  // State j's span for a row whose record is `rec`; an empty span (copying nothing) for a row that copies
-  // nothing, a bias that leaves no byte (compared before it is multiplied) or a block id outside the pool.
-  // Every field is read before anything is decided, and nothing returns early: a field read after a test on
-  // the record can only be asked for once the record is in, so each unit's span waited for two or three
-  // trips to the plan, one after the other, instead of one.
-  XSC_FN static Span span_of(const i64* p, const SpecRowRecord& rec) {
-    const u64 base = (u64)p[kSpecBase], stride = (u64)p[kSpecBlockStride], row_stride = (u64)p[kSpecRowStride];
-    const i64 blocks = p[kSpecBlocks], rows = p[kSpecRows], row_bytes = p[kSpecRowBytes];
-    const i64 token_bytes = p[kSpecTokenBytes], max_shift = p[kSpecMaxShift];
-    const bool conv = token_bytes != 0;
-    const i64 src_block = conv ? rec.conv_src : rec.whole_src;
-    const bool ok = rec.bias >= 0 && (!conv || rec.bias <= max_shift) && src_block >= 0 && rec.dst >= 0 &&
-                    src_block < blocks && rec.dst < blocks;
-    const i64 shift_bytes = (ok && conv ? rec.bias : 0) * token_bytes;  // below the row's bytes
-    Span s;
-    s.src = base + (u64)(ok ? src_block : 0) * stride + (u64)shift_bytes;
-    s.dst = base + (u64)(ok ? rec.dst : 0) * stride;
-    s.src_stride = s.dst_stride = row_stride;
-    const bool copies = ok && s.src != s.dst;  // not a copy onto itself
-    s.rows = copies ? rows : 0;
-    s.row_bytes = copies ? row_bytes - shift_bytes : 0;
-    return s;
-  }
-
-  // Entry i's span from global memory. The state's fields (its table's among them) do not depend on the
-  // request: read up front with the request's counts, they leave the block ids as the only trip after the
-  // decision (read after it, they cost three dependent trips before each unit's copy).
-  XSC_FN Span span(i64 i) const {
-    const i64 r = (i64)quotient((u64)i, (u64)states), j = i - r * states;
+  // State j's span for a row that copies: an empty span for a bias that leaves no byte (compared before it
+  // is multiplied), a block id outside the pool, or a copy onto itself.
+  XSC_FN Span span(const RowOf& row, i64 j) const {
     const i64* p = plan + j * kSpecStateFields;
-    const Table t = table_at(p + kSpecTableBase);
-    return span_of(p, record(decide(r), r, t));
-  }
-
-  // Whether a work-group can keep this launch's rows x tables records (fill_local): the launchers pick the
-  // kernel build that reads them by it.
-  XSC_HOST_FN bool records_fit() const { return rows * tables <= kSpecMaxRecords; }
-  // Whether it can keep the states' plan beside them; if not, the records build reads the plan in place.
-  XSC_HOST_FN bool plan_fits() const { return states * kSpecStateFields <= kSpecMaxPlanWords; }
-
-  // The records of rows x tables and, where it fits, the states' plan into a work-group's local memory,
-  // entries first, first + step, ... of each (records_fit() holds). Returns the plan to read spans from.
-  XSC_FN const i64* fill_local(i64 first, i64 step, SpecRowRecord* records, i64* plan_words) const {
-    const i64* table_fields = plan + states * kSpecStateFields;
-    for (i64 k = first; k < rows * tables; k += step) {
-      const i64 r = (i64)quotient((u64)k, (u64)tables), t = k - r * tables;
-      records[k] = record(decide(r), r, table_at(table_fields + t * kSpecTableFields));
-    }
-    if (!plan_fits()) return plan;
-    for (i64 k = first; k < states * kSpecStateFields; k += step) plan_words[k] = plan[k];
-    return plan_words;
+    const i64* t = p + kSpecTableBase;
+    const u64 base = (u64)p[kSpecBase], stride = (u64)p[kSpecBlockStride], row_stride = (u64)p[kSpecRowStride];
+    const i64 blocks = p[kSpecBlocks], token_bytes = p[kSpecTokenBytes];
+    const bool conv = token_bytes != 0;
+    const i64 src_block = block_at(t, row.a, conv ? row.b : (i64)row.b + row.d);
+    const i64 dst_block = block_at(t, row.a, row.c);
+    const bool ok = (!conv || row.d <= p[kSpecMaxShift]) && src_block >= 0 && dst_block >= 0 &&
+                    src_block < blocks && dst_block < blocks;
+    const i64 shift_bytes = ok && conv ? (i64)row.d * token_bytes : 0;  // below the row's bytes
+    Span s{base + (u64)(ok ? src_block : 0) * stride + (u64)shift_bytes, base + (u64)(ok ? dst_block : 0) * stride,
+           0, 0, row_stride, row_stride};
+    const bool copies = ok && s.src != s.dst;
+    s.rows = copies ? p[kSpecRows] : 0;
+    s.row_bytes = copies ? p[kSpecRowBytes] - shift_bytes : 0;
+    return s;
   }
 
   // The accepted-token count row `row` leaves in `out`: (slot, value), slot -1 for none. `copy_rest`:
@@ -240,24 +164,6 @@ struct SpecDecodeSource {
       *value = accepted[d.slot];
     }
   }
-};
-
-// A SpecDecodeSource whose rows' records (and plan, where it fits) a work-group worked out into its local
-// memory before its first copy (fill_local, then a group barrier; records_fit()): the kernels' source then.
-struct SpecDecodeRecordSource {
-  SpecDecodeSource source;
-  const SpecRowRecord* records;  // [rows][tables]
-  const i64* plan;               // the plan's state fields: local memory, or the plan itself (plan_fits)
-
-  // count() and span() are all its schedules read (small_batch.h, spec_decode_schedule.h): it never takes
-  // the tile schedule.
-  XSC_FN i64 count() const { return source.count(); }
-  XSC_FN Span span(i64 i) const {
-    const i64 r = (i64)quotient((u64)i, (u64)source.states), j = i - r * source.states;
-    const i64* p = plan + j * kSpecStateFields;
-    return SpecDecodeSource::span_of(p, records[r * source.tables + p[kSpecGroup]]);
-  }
-  static constexpr bool kUnitBound = false;  // see SpecDecodeSource
 };
 
 }  // namespace xsc

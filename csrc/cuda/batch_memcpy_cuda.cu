@@ -2,7 +2,6 @@
 // current stream under a device guard. It lets us measure the kernel design on the NVIDIA GPU we have.
 #include <ATen/core/Tensor.h>
 #include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGraphsC10Utils.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
@@ -14,29 +13,19 @@
 
 namespace {
 
-using xsc_cuda::batch_memcpy_kernel;
-using xsc_cuda::copy_states_kernel;
-
-// The grid of a kernel build (the resident blocks of the whole GPU; see prepare_small_launch for the
-// small-batch builds), worked out once per device and build. Builds of one op share a type, so `Build` tells
-// their caches apart: 0 a tile build, 1 a small-batch build, 2 the spec-decode tile build without records
-// (the direct build of batch_memcpy takes its tile build's grid).
-template <int Build, class Kernel>
-int launch_blocks(Kernel kernel, int device) {
+// The resident grid of a kernel, worked out once per device (Kernel tells the kernels' caches apart).
+template <int Kernel, class K>
+int launch_blocks(K kernel, int device) {
   static int cached[64] = {0};
   int& blocks = cached[device % 64];
-  if (blocks == 0)
-    C10_CUDA_CHECK(Build == 1 ? xsc_cuda::prepare_small_launch(kernel, device, &blocks)
-                              : xsc_cuda::prepare_launch(kernel, device, &blocks));
+  if (blocks == 0) C10_CUDA_CHECK(xsc_cuda::resident_blocks(kernel, device, &blocks));
   return blocks;
 }
 
-// The build of a kernel that a batch of `entries` takes, on the current stream (`direct`: `tiles` for a
-// kernel with no direct build).
-template <class Kernel, class... Args>
-void launch_build(Kernel tiles, Kernel direct, Kernel small, int device, int64_t entries, Args... args) {
-  xsc_cuda::launch_for_batch(tiles, direct, launch_blocks<0>(tiles, device), small, launch_blocks<1>(small, device),
-                             c10::cuda::getCurrentCUDAStream(), entries, args...);
+// One launch of `kernel` over its resident grid, on the current stream.
+template <int Kernel, class K, class... Args>
+void launch(K kernel, int device, Args... args) {
+  kernel<<<launch_blocks<Kernel>(kernel, device), xsc_cuda::kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(args...);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -44,9 +33,7 @@ void cuda_batch_memcpy(const at::Tensor& src_ptrs, const at::Tensor& dst_ptrs, c
   const xsc::BatchMemcpyShape shape = xsc::check_batch_memcpy_args(src_ptrs, dst_ptrs, sizes);
   if (shape.count == 0) return;
   const c10::cuda::CUDAGuard guard(src_ptrs.device());
-  launch_build(batch_memcpy_kernel<false>, batch_memcpy_kernel<false, true>, batch_memcpy_kernel<true>,
-               src_ptrs.device().index(), shape.count,
-               reinterpret_cast<const xsc::u64*>(src_ptrs.data_ptr()),
+  launch<0>(xsc_cuda::batch_memcpy_kernel, src_ptrs.device().index(), reinterpret_cast<const xsc::u64*>(src_ptrs.data_ptr()),
                reinterpret_cast<const xsc::u64*>(dst_ptrs.data_ptr()), static_cast<const void*>(sizes.data_ptr()),
                shape.sizes_are_64bit ? 1 : 0, static_cast<xsc::i64>(shape.count));
 }
@@ -57,9 +44,7 @@ void cuda_copy_states(at::TensorList states, at::IntArrayRef kinds, const at::Te
   if (shape.requests == 0) return;
   const c10::cuda::CUDAGuard guard(states[0].device());
   const at::Tensor plan = xsc::device_state_plan(states, kinds);
-  launch_build(copy_states_kernel<false>, copy_states_kernel<false>, copy_states_kernel<true>,
-               states[0].device().index(),
-               shape.requests * shape.states, reinterpret_cast<const xsc::i64*>(plan.data_ptr<int64_t>()),
+  launch<1>(xsc_cuda::copy_states_kernel, states[0].device().index(), reinterpret_cast<const xsc::i64*>(plan.data_ptr<int64_t>()),
                static_cast<xsc::i64>(shape.states), static_cast<const void*>(src_blocks.data_ptr()),
                static_cast<const void*>(dst_blocks.data_ptr()), static_cast<const void*>(shifts.data_ptr()),
                shape.ids_are_64bit ? 1 : 0, static_cast<xsc::i64>(shape.requests));
@@ -69,20 +54,8 @@ using OptTensor = c10::optional<at::Tensor>;
 
 void launch_spec_decode(const at::Tensor& first_state, const xsc::SpecDecodeCall& call) {
   if (call.source.count() == 0) return;
-  const int device = first_state.device().index();
-  xsc::SpecDecodeSource source = call.source;
-  if (source.records_fit()) {
-    if (c10::cuda::currentStreamCaptureStatusMayInitCtx() == c10::cuda::CaptureStatus::None)
-      source.claims = xsc::claim_counter(first_state.device());
-    launch_build(xsc_cuda::spec_decode_kernel<false>, xsc_cuda::spec_decode_kernel<false>,
-                 xsc_cuda::spec_decode_kernel<true>, device, source.count(), source, call.counts_out,
-                 call.copy_rest ? 1 : 0);
-  } else {  // more rows than a block's records hold: the tile build that reads every span from global memory
-    const auto kernel = xsc_cuda::spec_decode_kernel<false, false>;
-    kernel<<<launch_blocks<2>(kernel, device), xsc_cuda::kThreads, xsc_cuda::kTableBytes,
-             c10::cuda::getCurrentCUDAStream()>>>(source, call.counts_out, call.copy_rest ? 1 : 0);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-  }
+  launch<2>(xsc_cuda::spec_decode_kernel, first_state.device().index(), call.source, call.counts_out,
+            call.copy_rest ? 1 : 0);
 }
 
 void cuda_spec_decode_postprocess(at::TensorList states, at::IntArrayRef kinds, at::IntArrayRef groups,

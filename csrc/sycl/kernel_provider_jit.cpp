@@ -16,7 +16,7 @@
 #include <string>
 
 #include "launcher.h"
-#include "kernel_sources.inc"  // generated: kBatchCopyKernelSource and the headers it includes
+#include "kernel_sources.inc"  // generated: kBatchCopyKernelSource and kKernelHeaders
 
 namespace xsc_sycl {
 
@@ -24,9 +24,7 @@ namespace syclexp = sycl::ext::oneapi::experimental;
 
 namespace {
 
-const char* const kKernelNames[] = {"xsc_batch_memcpy", "xsc_batch_memcpy_small", "xsc_batch_memcpy_direct",
-                                    "xsc_copy_states", "xsc_copy_states_small", "xsc_spec_decode",
-                                    "xsc_spec_decode_small", "xsc_spec_decode_global"};
+const char* const kKernelNames[] = {"xsc_batch_memcpy", "xsc_copy_states", "xsc_spec_decode"};
 
 // Guards the image and the build records: builds of different contexts may run on different threads.
 std::mutex& state_mutex() {
@@ -54,28 +52,12 @@ std::vector<KernelBuild>& builds() {
 template <class Bundle>
 Kernels kernels_from(Bundle executable, const std::string& prefix) {
   const auto get = [&](int i) { return executable.ext_oneapi_get_kernel(prefix + kKernelNames[i]); };
-  return Kernels{get(0), get(1), get(2), get(3), get(4), get(5), get(6), get(7)};
+  return Kernels{get(0), get(1), get(2)};
 }
-
-// The headers the kernel source includes, by the name it includes them under: what the kernel compiler is
-// given, and what the source digest covers.
-struct Header {
-  const char* name;
-  const char* text;
-};
-const Header kHeaders[] = {{"copy_words.h", kCopyWordsHeader},
-                           {"shifted_copy.h", kShiftedCopyHeader},
-                           {"copy_routine.h", kCopyRoutineHeader},
-                           {"entry_sources.h", kEntrySourcesHeader},
-                           {"batch_jobs.h", kBatchJobsHeader},
-                           {"small_batch.h", kSmallBatchHeader},
-                           {"batch_schedule.h", kBatchScheduleHeader},
-                           {"spec_decode_source.h", kSpecDecodeSourceHeader},
-                           {"spec_decode_schedule.h", kSpecDecodeScheduleHeader}};
 
 auto source_bundle(const sycl::context& context) {
   syclexp::include_files headers;
-  for (const Header& h : kHeaders) headers.add(h.name, h.text);
+  for (const KernelHeader& h : kKernelHeaders) headers.add(h.name, h.text);
   return syclexp::create_kernel_bundle_from_source(context, syclexp::source_language::sycl,
                                                    std::string(kBatchCopyKernelSource), syclexp::properties{headers});
 }
@@ -177,7 +159,7 @@ std::string kernel_source_digest() {
     hash = (hash ^ 0xff) * 1099511628211ull;  // a separator, so moved text between files changes the hash
   };
   add(kBatchCopyKernelSource);
-  for (const Header& h : kHeaders) add(h.text);
+  for (const KernelHeader& h : kKernelHeaders) add(h.text);
   char out[17];
   std::snprintf(out, sizeof out, "%016llx", (unsigned long long)hash);
   return out;

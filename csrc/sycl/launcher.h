@@ -1,11 +1,12 @@
-// Torch-free launcher of the batched copy on a sycl::queue. The torch op layer and the C++ tests call it.
+// Torch-free launcher of the copy kernels on a sycl::queue. The torch op layer and the C++ tests call it.
 #pragma once
 #include <sycl/sycl.hpp>
 
 #include <cstdint>
-#include <functional>
 #include <string>
+#include <vector>
 
+#include "launch_plan.h"
 #include "spec_decode_source.h"
 
 namespace xsc_sycl {
@@ -36,20 +37,26 @@ struct CopyStatesArgs {
 sycl::event launch_batch_memcpy(sycl::queue& queue, const BatchMemcpyArgs& args);
 sycl::event launch_copy_states(sycl::queue& queue, const CopyStatesArgs& args);
 // The spec-decode copies: the source's pointers (plan, counts, tables) device-visible; `counts_out` the
-// accepted-token counts it writes (null for a precopy). `claim_counter` gives the launch its claim counter
-// (SpecDecodeSource::claims), asked only when the launch uses one: the records build, on a queue that is
-// not recording a graph (a recorded launch would replay it).
+// accepted-token counts it writes (null for a precopy).
 sycl::event launch_spec_decode(sycl::queue& queue, const xsc::SpecDecodeSource& source, int* counts_out,
-                               bool copy_rest, const std::function<unsigned*()>& claim_counter);
+                               bool copy_rest);
 
-// Each kernel in its two builds: the tile schedule alone, and `_small` for small batches (small_batch.h);
-// batch_memcpy also with the direct pass (`_direct`, batch_schedule.h's direct_units).
+// Builds (or looks up) the queue's kernels and works out their launches now, as a first copy would: a
+// worker calls it while it loads its model, so that its first request does not wait for the compiler.
+void prepare_kernels(const sycl::queue& queue);
+
+// One kernel per op.
 struct Kernels {
-  sycl::kernel batch_memcpy, batch_memcpy_small, batch_memcpy_direct;
-  sycl::kernel copy_states, copy_states_small;
-  sycl::kernel spec_decode, spec_decode_small;
-  sycl::kernel spec_decode_global;  // the tile build reading every span from global memory (many rows)
+  sycl::kernel batch_memcpy, copy_states, spec_decode;
 };
+
+// What the launcher decided for each kernel on the queue's device (doctor and the tests read it).
+struct KernelLaunch {
+  std::string name;
+  KernelFacts facts;
+  LaunchPlan plan;
+};
+std::vector<KernelLaunch> kernel_launches(const sycl::queue& queue);
 
 // "sycl-aot" or "sycl-jit": how this library obtains its kernels.
 const char* kernel_origin();

@@ -1,6 +1,5 @@
 // batch_memcpy and copy_states_ on CPU tensors: native memmove per span by default, or the SYCL kernels on
 // the Intel OpenCL CPU device when XPU_STATE_COPY_BACKEND=sycl (never a silent fallback).
-#include <ATen/Parallel.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
@@ -9,7 +8,7 @@
 #include <string>
 
 #include "checks.h"
-#include "entry_sources.h"
+#include "native_copy.h"
 #include "cpu_backend.h"
 #include "state_plan.h"
 
@@ -34,24 +33,9 @@ c10::OperatorHandle sycl_cpu_op(const char* name) {
 
 namespace {
 
-// The same spans the kernels compute (entry_sources.h), each row a memmove. Entries never overlap one
-// another, so they run in parallel.
-template <class Source>
-void native_run(const Source& source) {
-  at::parallel_for(0, source.count(), 1, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const xsc::Span s = source.span(i);
-      for (int64_t r = 0; r < s.rows; ++r)
-        std::memmove(reinterpret_cast<void*>((uintptr_t)(s.dst + (uint64_t)r * s.dst_stride)),
-                     reinterpret_cast<const void*>((uintptr_t)(s.src + (uint64_t)r * s.src_stride)),
-                     (size_t)s.row_bytes);
-    }
-  });
-}
-
 void native_batch_memcpy(const at::Tensor& src_ptrs, const at::Tensor& dst_ptrs, const at::Tensor& sizes,
                          const BatchMemcpyShape& shape) {
-  native_run(xsc::PointerTableSource{reinterpret_cast<const xsc::u64*>(src_ptrs.data_ptr()),
+  native_run_table(xsc::PointerTableSource{reinterpret_cast<const xsc::u64*>(src_ptrs.data_ptr()),
                                      reinterpret_cast<const xsc::u64*>(dst_ptrs.data_ptr()), sizes.data_ptr(),
                                      shape.sizes_are_64bit ? 1 : 0, shape.count});
 }
@@ -59,7 +43,7 @@ void native_batch_memcpy(const at::Tensor& src_ptrs, const at::Tensor& dst_ptrs,
 void native_copy_states(at::TensorList states, at::IntArrayRef kinds, const at::Tensor& src_blocks,
                         const at::Tensor& dst_blocks, const at::Tensor& shifts, const CopyStatesShape& shape) {
   const at::Tensor plan = build_state_plan(states, kinds);
-  native_run(xsc::StatePlanSource{reinterpret_cast<const xsc::i64*>(plan.data_ptr<int64_t>()), shape.states,
+  native_run_rows(xsc::StatePlanSource{reinterpret_cast<const xsc::i64*>(plan.data_ptr<int64_t>()), shape.states,
                                   src_blocks.data_ptr(), dst_blocks.data_ptr(), shifts.data_ptr(),
                                   shape.ids_are_64bit ? 1 : 0, shape.requests});
 }

@@ -3,18 +3,12 @@
 #include "spec_decode.h"
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
-#include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/util/Exception.h>
 
-#include <atomic>
-#include <map>
-#include <memory>
-#include <mutex>
-#include <tuple>
 #include <utility>
 
 #include "checks.h"
+#include "native_copy.h"
 #include "state_plan.h"
 
 namespace xsc {
@@ -86,7 +80,7 @@ at::Tensor host_plan(at::TensorList states, at::IntArrayRef kinds, at::IntArrayR
   const int64_t n = (int64_t)states.size() * kSpecStateFields + (int64_t)tables.size() * kSpecTableFields;
   at::Tensor plan = at::empty({n}, at::TensorOptions().dtype(at::kLong));
   int64_t* p = plan.data_ptr<int64_t>();
-  int64_t units_before = 0;
+  int64_t units_end = 0;
   for (size_t j = 0; j < states.size(); ++j, p += kSpecStateFields) {
     const at::Tensor& s = states[j];
     const int64_t es = s.element_size();
@@ -108,10 +102,10 @@ at::Tensor host_plan(at::TensorList states, at::IntArrayRef kinds, at::IntArrayR
     }
     if (kinds[j] != kWholeBlock && p[kSpecTokenBytes] == 0) p[kSpecRowBytes] = 0;  // no tokens: nothing to copy
     p[kSpecMaxShift] = max_shift_of(p[kSpecRowBytes], p[kSpecTokenBytes]);
-    p[kSpecUnitsBefore] = units_before;  // a shift only shortens rows, so these bound every step's units
-    units_before += units_of(p[kSpecRows], p[kSpecRowBytes]);
+    units_end += units_of(p[kSpecRows], p[kSpecRowBytes]);
+    p[kSpecUnitsEnd] = units_end;  // a shift only shortens rows, so these bound every step's units
   }
-  *row_units = units_before;
+  *row_units = units_end;
   for (const at::Tensor& b : tables) {
     table_fields(b, p);
     p += kSpecTableFields;
@@ -120,38 +114,6 @@ at::Tensor host_plan(at::TensorList states, at::IntArrayRef kinds, at::IntArrayR
 }
 
 }  // namespace
-
-// A word a launch finds at 0 and leaves at 0. Each stream of a device keeps a ring of kClaimSlots of them, a
-// 128-byte line each, taken in turn by its launches: a slot comes back only kClaimSlots launches later on
-// the same stream, which runs its launches one after another, so no two launches ever use one at the same
-// moment (a ring per device let two streams' launches meet on a slot when one stream stalled while the
-// other made kClaimSlots calls: units skipped, bytes left uncopied).
-constexpr int64_t kClaimSlots = 256, kClaimSlotWords = 16;
-
-unsigned* claim_counter(const at::Device& device) {
-  struct Ring {
-    at::Tensor words;
-    std::atomic<uint64_t> next{0};
-  };
-  static std::mutex mutex;
-  // Never destroyed, as the device plans (state_plan.cpp): device memory freed at exit can crash.
-  static auto& rings = *new std::map<std::tuple<int, int, int64_t>, std::unique_ptr<Ring>>();
-  const c10::Stream stream = c10::impl::VirtualGuardImpl(device.type()).getStream(device);
-  Ring* ring;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    std::unique_ptr<Ring>& r = rings[{(int)device.type(), (int)device.index(), (int64_t)stream.id()}];
-    if (!r) {
-      r = std::make_unique<Ring>();
-      r->words = at::zeros({kClaimSlots * kClaimSlotWords}, at::TensorOptions().dtype(at::kLong).device(device));
-      // Zeroed on this stream (the caller's device guard makes it the current one), so ahead of every
-      // launch that takes a slot: no wait for the device.
-    }
-    ring = r.get();
-  }
-  const uint64_t slot = ring->next.fetch_add(1) % (uint64_t)kClaimSlots;
-  return reinterpret_cast<unsigned*>(ring->words.data_ptr<int64_t>() + slot * (uint64_t)kClaimSlotWords);
-}
 
 namespace {
 
@@ -264,15 +226,7 @@ void run_spec_decode_native(const SpecDecodeCall& call) {
       if (slot >= 0) call.counts_out[slot] = value;
     }
   }
-  at::parallel_for(0, source.count(), 1, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const Span s = source.span(i);
-      for (int64_t r = 0; r < s.rows; ++r)
-        std::memmove(reinterpret_cast<void*>((uintptr_t)(s.dst + (u64)r * s.dst_stride)),
-                     reinterpret_cast<const void*>((uintptr_t)(s.src + (u64)r * s.src_stride)),
-                     (size_t)s.row_bytes);
-    }
-  });
+  native_run_rows(source);
 }
 
 }  // namespace xsc

@@ -36,11 +36,6 @@ SpecDecodeCall prepare_precopy(at::TensorList states, at::IntArrayRef kinds, at:
                                const c10::optional<at::Tensor>& idx_mapping, bool block_table_by_slot,
                                bool device_plan);
 
-// The claim counter (SpecDecodeSource::claims) for one launch of the records build on the current stream of
-// `device` (make it the current device first). Only for a launch that runs now: one captured or recorded
-// into a graph would replay the slot, so it goes without (every unit dealt out).
-unsigned* claim_counter(const at::Device& device);
-
 // The call on CPU memory: counts, then the copies (each row a memmove), as the kernels do.
 void run_spec_decode_native(const SpecDecodeCall& call);
 

@@ -19,10 +19,8 @@ namespace {
 
 using OptTensor = c10::optional<at::Tensor>;
 
-// `device`: the states' (its current stream is the queue's, so the claim counter comes from its ring).
-void run_on(sycl::queue& queue, const SpecDecodeCall& call, const at::Device& device, bool wait) {
-  sycl::event done = xsc_sycl::launch_spec_decode(queue, call.source, call.counts_out, call.copy_rest,
-                                                  [&] { return claim_counter(device); });
+void run_on(sycl::queue& queue, const SpecDecodeCall& call, bool wait) {
+  sycl::event done = xsc_sycl::launch_spec_decode(queue, call.source, call.counts_out, call.copy_rest);
   if (!wait) return;
   try {
     done.wait_and_throw();
@@ -35,13 +33,13 @@ void run_on(sycl::queue& queue, const SpecDecodeCall& call, const at::Device& de
 template <class Prepare>
 void dispatch(const at::Tensor& first_state, Prepare prepare) {
   if (first_state.device().is_cpu()) {
-    run_on(sycl_cpu_queue(), prepare(false), first_state.device(), true);
+    run_on(sycl_cpu_queue(), prepare(false), true);
     return;
   }
 #ifdef XSC_WITH_TORCH_XPU
   c10::DeviceGuard guard(first_state.device());
   const SpecDecodeCall call = prepare(true);
-  run_on(c10::xpu::getCurrentXPUStream(first_state.device().index()).queue(), call, first_state.device(), false);
+  run_on(c10::xpu::getCurrentXPUStream(first_state.device().index()).queue(), call, false);
 #else
   XSC_CHECK(false, "the SYCL spec-decode path takes CPU or XPU tensors, got states on ", first_state.device());
 #endif
