@@ -180,7 +180,8 @@ def main():
                       (("aot", use_aot), ("cuda", use_cuda), ("jit", use_jit)) if on])
     setup(
         options={"build": {"build_base": str(pathlib.Path("build") / f"torch-{config}")}},
-        packages=["xpu_state_copy", "xpu_state_copy.benchmarks"],
+        packages=["xpu_state_copy", "xpu_state_copy.vllm", "xpu_state_copy.sglang", "xpu_state_copy.tools",
+                  "xpu_state_copy.benchmarks"],
         package_dir={"xpu_state_copy": "python/xpu_state_copy", "xpu_state_copy.benchmarks": "benchmarks"},
         ext_modules=ext_modules,
         cmdclass={"build_ext": BuildExtWithDeviceImage, "build_py": BuildPyWithInfo},

@@ -26,11 +26,11 @@ import inspect
 import logging
 import weakref
 
-from . import plugin_switch, validate
-from .pointers import as_signed
-from .vllm_compat import MAMBA_UTILS, inspect_mamba_utils
-from .vllm_aligned_indices import METHOD as ALIGNED_METHOD, replace_aligned_indices
-from .vllm_spec_decode import ensure_recording_initialiser, replace_fused_copies
+from .. import plugin_switch, validate
+from ..pointers import as_signed
+from .compat import MAMBA_UTILS, inspect_mamba_utils
+from .aligned_indices import METHOD as ALIGNED_METHOD, replace_aligned_indices
+from .spec_decode import ensure_recording_initialiser, replace_fused_copies
 
 ENV_SWITCH = "XPU_STATE_COPY_VLLM"
 VERIFIED = ("0.22.1", "0.34.0")  # the oldest and newest releases the release tests verified
@@ -136,7 +136,7 @@ def _recording_state_bounds(collect):
 
 
 def _routed_batch_memcpy(vllm_batch_memcpy):
-    from .ops import batch_memcpy
+    from ..ops import batch_memcpy
 
     def batch_memcpy_via_xpu_state_copy(src_ptrs, dst_ptrs, sizes):
         """vLLM's batch_memcpy contract (same tables, memmove per entry), served by xpu_state_copy."""
