@@ -109,7 +109,7 @@ def write_device_image(build_lib):
     required = os.environ.get("XPU_STATE_COPY_BUILD_DEVICE_IMAGE") is not None  # set, and not 0
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(build_lib)] + sys.path),
                XPU_STATE_COPY_DEVICE_IMAGE="off")
-    run = subprocess.run([sys.executable, "-m", "xpu_state_copy.device_image", "write",
+    run = subprocess.run([sys.executable, "-m", "xpu_state_copy.write_device_image",
                           str(build_lib / "xpu_state_copy")], env=env, capture_output=True, text=True)
     if run.returncode == 0:
         print(f"device image: {run.stdout.strip()}")

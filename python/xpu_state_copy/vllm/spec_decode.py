@@ -16,6 +16,7 @@ from typing import Optional
 
 from . import aligned_indices as aligned
 from .fused_launches import KERNELS, REPLAYSSM_ATTRIBUTE, launch_unrecognised, table_row_by_slot
+from .log import logger
 
 CONTEXT = "MambaSpecDecodeGPUContext"
 INITIALISER = "initialize_from_forward_context"
@@ -167,8 +168,6 @@ def _recording_initialiser(method):
                 if not isinstance(plan, aligned.AlignedPlan):
                     why.append(f"{aligned.METHOD}: {plan}")
             if why:
-                from .plugin import logger
-
                 logger.warning("xpu_state_copy: these stay on vLLM's kernels for this context: %s", "; ".join(why))
         return result
 
@@ -192,8 +191,6 @@ def _runs_replayssm(self) -> bool:
     cls = type(self)
     if not cls.__dict__.get(_WARNED_REPLAYSSM, False):
         setattr(cls, _WARNED_REPLAYSSM, True)
-        from .plugin import logger
-
         logger.warning("xpu_state_copy: this vLLM runs FlashInfer ReplaySSM, whose temporal and ring states vLLM's "
                        "spec-decode kernels leave to ReplaySSM (skipped after decoding, copied unshifted before) "
                        "and xpu_state_copy's op does not, so these copies stay on vLLM's Triton kernels")
