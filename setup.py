@@ -109,7 +109,7 @@ def write_device_image(build_lib):
     required = os.environ.get("XPU_STATE_COPY_BUILD_DEVICE_IMAGE") is not None  # set, and not 0
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(build_lib)] + sys.path),
                XPU_STATE_COPY_DEVICE_IMAGE="off")
-    run = subprocess.run([sys.executable, "-m", "xpu_state_copy.device_image", "write",
+    run = subprocess.run([sys.executable, "-m", "xpu_state_copy.write_device_image",
                           str(build_lib / "xpu_state_copy")], env=env, capture_output=True, text=True)
     if run.returncode == 0:
         print(f"device image: {run.stdout.strip()}")
@@ -180,7 +180,8 @@ def main():
                       (("aot", use_aot), ("cuda", use_cuda), ("jit", use_jit)) if on])
     setup(
         options={"build": {"build_base": str(pathlib.Path("build") / f"torch-{config}")}},
-        packages=["xpu_state_copy", "xpu_state_copy.benchmarks"],
+        packages=["xpu_state_copy", "xpu_state_copy.vllm", "xpu_state_copy.sglang", "xpu_state_copy.tools",
+                  "xpu_state_copy.benchmarks"],
         package_dir={"xpu_state_copy": "python/xpu_state_copy", "xpu_state_copy.benchmarks": "benchmarks"},
         ext_modules=ext_modules,
         cmdclass={"build_ext": BuildExtWithDeviceImage, "build_py": BuildPyWithInfo},

@@ -81,7 +81,7 @@ with warnings.catch_warnings(record=True) as seen:
     warnings.simplefilter("always")
     import xpu_state_copy
     importlib.import_module("xpu_state_copy")
-    from xpu_state_copy import doctor
+    from xpu_state_copy.tools import doctor
 print(json.dumps({"file": xpu_state_copy.__file__, "build": xpu_state_copy.build_info()["torch"],
                   "warnings": [(w.category.__name__, str(w.message)) for w in seen]}))
 """
@@ -102,7 +102,7 @@ def test_a_mismatched_build_warns_once_naming_both_versions_and_the_fix(package_
 
 def test_doctor_flags_a_mismatched_build_as_a_problem(package_copy):
     folder, _ = package_copy
-    done = run_python(folder, "import sys; from xpu_state_copy.cli import main; sys.exit(main(sys.argv[1:]))",
+    done = run_python(folder, "import sys; from xpu_state_copy.tools.cli import main; sys.exit(main(sys.argv[1:]))",
                       "doctor", "--json", "--skip-vllm-import")
     assert done.returncode == 1, done.stdout + done.stderr
     report = json.loads(done.stdout)

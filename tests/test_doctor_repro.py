@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from xpu_state_copy import doctor, repro
+from xpu_state_copy.tools import doctor, repro
 
 OVERFLOW = "ValueError: Overflow when unpacking long long"
 
@@ -23,7 +23,7 @@ def test_doctor_json_reports_a_working_copy_here(capsys):
     assert report["probe"]["selftest_ok"] and report["probe"]["pointer_table_exact"]
     assert report["backends"]["per_device"]["cpu"] in ("cpu", "sycl-jit", "sycl-aot")
     assert "plugin_entry_point" in report["vllm"] and "plugin_activation" in report["vllm"]
-    assert report["sglang"]["plugin_entry_point"] == "xpu_state_copy.sglang_plugin:register"
+    assert report["sglang"]["plugin_entry_point"] == "xpu_state_copy.sglang.plugin:register"
     assert code == (1 if report["problems"] else 0)
 
 
@@ -36,7 +36,7 @@ def test_doctor_text_names_every_section(capsys):
 
 def affected(plugin_active, unrecognised=()):
     return {"probe": {"selftest_ok": True, "address_has_bit_63": True},
-            "vllm": {"version": "0.28.0", "plugin_entry_point": "xpu_state_copy.vllm_plugin:register",
+            "vllm": {"version": "0.28.0", "plugin_entry_point": "xpu_state_copy.vllm.plugin:register",
                      "plugin_allowed": True, "plugin_active": plugin_active, "plugin_activation": "test",
                      "layout": {"has_unsafe_pointer_writes": True, "unrecognised": list(unrecognised)}}}
 

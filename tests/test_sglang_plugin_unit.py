@@ -8,7 +8,8 @@ import types
 import pytest
 import torch
 
-from xpu_state_copy import ops, sglang_plugin
+from xpu_state_copy import ops
+from xpu_state_copy.sglang import plugin as sglang_plugin
 
 
 class StackedPool:

@@ -9,9 +9,10 @@ import pytest
 import torch
 
 from test_vllm_plugin_unit import load
-from xpu_state_copy import as_signed, vllm_plugin
-from xpu_state_copy import vllm_aligned_indices as aligned
-from xpu_state_copy.vllm_compat import inspect_mamba_utils
+from xpu_state_copy import as_signed
+from xpu_state_copy.vllm import plugin as vllm_plugin
+from xpu_state_copy.vllm import aligned_indices as aligned
+from xpu_state_copy.vllm.compat import inspect_mamba_utils
 
 
 def reference(tables, stride, block_size, seq_lens, num_reqs, slots):

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from test_vllm_plugin_unit import load
-from xpu_state_copy import as_signed, vllm_plugin
-from xpu_state_copy.vllm_compat import inspect_mamba_utils
+from xpu_state_copy import as_signed
+from xpu_state_copy.vllm import plugin as vllm_plugin
+from xpu_state_copy.vllm.compat import inspect_mamba_utils
 
 TABLES = ("block_table_ptrs", "block_table_stride_req", "state_base_addrs", "state_block_strides",
           "state_elem_sizes", "state_inner_sizes", "state_conv_widths", "state_group_indices",

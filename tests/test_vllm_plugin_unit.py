@@ -12,8 +12,9 @@ import textwrap
 import pytest
 import torch
 
-from xpu_state_copy import as_unsigned, import_hook, pointer_table, vllm_plugin
-from xpu_state_copy.vllm_compat import MAMBA_UTILS, inspect_mamba_utils
+from xpu_state_copy import as_unsigned, import_hook, pointer_table
+from xpu_state_copy.vllm import plugin as vllm_plugin
+from xpu_state_copy.vllm.compat import MAMBA_UTILS, inspect_mamba_utils
 
 UNSAFE = '''
 import torch
@@ -253,7 +254,7 @@ def test_converted_stores_and_int64_copy_tables(tmp_path):
 
 
 def test_store_finder_on_its_own():
-    from xpu_state_copy.pointer_stores import find_pointer_stores
+    from xpu_state_copy.vllm.pointer_stores import find_pointer_stores
 
     source = '''
     class A:
@@ -294,7 +295,7 @@ def test_unrecognised_fused_copies_stay_on_vllms_kernel_and_warn(tmp_path, caplo
 
 
 def test_block_table_row_is_read_from_the_kernel_source():
-    from xpu_state_copy.vllm_spec_decode import table_row_by_slot
+    from xpu_state_copy.vllm.spec_decode import table_row_by_slot
 
     def by_batch_row(state_idx, batch_idx, req_idx, HAS_IDX_MAPPING):
         bt_row_idx = batch_idx if HAS_IDX_MAPPING else req_idx

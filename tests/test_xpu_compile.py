@@ -10,8 +10,8 @@ setup.py's module_sources(), so a file added there is checked here without furth
 The .sycl sources icpx compiles (kernel_provider_aot.sycl, and the kernel it includes) are checked too, as
 g++ sees them: the host side of a SYCL compilation. The one thing g++ lacks there is what icpx's integration
 header declares, that the free-function kernels are kernels (sycl::ext::oneapi::experimental::is_kernel); a
-wrapper under build/ adds that for the kernels the file looks up by id. Not checked here (README, "Building
-on an Intel GPU runner"): icpx's device compilation of that file for TORCH_XPU_ARCH_LIST, and linking
+wrapper under build/ adds that for the kernels the file looks up by id. Not checked here
+(docs/intel-gpu-runner.md): icpx's device compilation of that file for TORCH_XPU_ARCH_LIST, and linking
 against libc10_xpu/libtorch_xpu (the kernel body is compiled on every run of the sycl-jit tests, by SYCL's
 run-time compiler).
 """

@@ -14,15 +14,12 @@ device compiler again in every process from the image. So XPU_STATE_COPY_DEVICE_
   a path          that SPIR-V file instead of the shipped one, first for every device.
 
 A failed build from the image falls back to the source with one line on stderr. The image is used only
-with the kernel source it was made from (its digest is checked).
-
-    python -m xpu_state_copy.device_image write DIR    (what setup.py runs on a fresh build)
+with the kernel source it was made from (its digest is checked). write_device_image.py writes the image.
 """
 import hashlib
 import json
 import os
 import pathlib
-import sys
 import warnings
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -94,26 +91,3 @@ def configure(sycl_module):
 def status():
     """What configure() decided: mode, image (bytes or None), preferred, reason."""
     return dict(_status)
-
-
-def write(directory):
-    """Builds the embedded source on the OpenCL CPU device and writes kernels.spv and kernels.spv.json."""
-    from . import _build, _loader
-
-    if _loader._sycl_module is None:
-        raise SystemExit(f"no device image: {_loader.sycl_status()[1]}")
-    module = _loader._sycl_module
-    spirv = module.spirv_from_source()  # checked to be one SPIR-V module
-    directory = pathlib.Path(directory)
-    (directory / IMAGE_NAME).write_bytes(spirv)
-    info = {"source_digest": module.kernel_source_digest(), "sha256": hashlib.sha256(spirv).hexdigest(),
-            "bytes": len(spirv), "made_on": module.cpu_device_name(),
-            "sycl_runtime": (_build.build_info() or {}).get("sycl_runtime")}
-    (directory / INFO_NAME).write_text(json.dumps(info, indent=1, sort_keys=True) + "\n")
-    return info
-
-
-if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] != "write":
-        raise SystemExit("usage: python -m xpu_state_copy.device_image write DIR")
-    print(json.dumps(write(sys.argv[2])))

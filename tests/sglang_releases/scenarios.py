@@ -24,7 +24,7 @@ def load_plugins():
     try:
         from sglang.srt.plugins import load_plugins as sglang_load_plugins
     except ImportError:
-        import xpu_state_copy.sglang_plugin as plugin
+        import xpu_state_copy.sglang.plugin as plugin
 
         plugin.register()
         return "register()"

@@ -71,6 +71,6 @@ def test_switched_off_the_plugin_leaves_sglang_alone():
 
 
 def test_the_plugin_names_the_newest_release_these_tests_verify():
-    from xpu_state_copy import sglang_plugin
+    from xpu_state_copy.sglang import plugin as sglang_plugin
 
     assert sglang_plugin.VERIFIED == (sglang_envs.RELEASES[0], sglang_envs.NEWEST)

@@ -160,7 +160,7 @@ def doctor(mu):
     """What `xpu-state-copy doctor` says about this vLLM (its vLLM section and its verdict)."""
     import argparse
 
-    from xpu_state_copy import doctor as doctor_command
+    from xpu_state_copy.tools import doctor as doctor_command
 
     report = doctor_command.collect(argparse.Namespace(skip_vllm_import=False))
     return {"vllm": report["vllm"], "problems": report["problems"]}
@@ -184,7 +184,7 @@ def main():
     load_general_plugins()
     import vllm.v1.worker.mamba_utils as mu
 
-    from xpu_state_copy import vllm_compat, vllm_plugin
+    from xpu_state_copy.vllm import compat as vllm_compat, plugin as vllm_plugin
 
     # A CPU-only torch cannot pin host memory; newer vLLM pins before every host-to-device copy.
     vllm.v1.utils.PIN_MEMORY = False

@@ -111,7 +111,7 @@ def runs(request):
     entry_point = _our_entry_point()
     if entry_point is None:
         pytest.skip("xpu_state_copy is not installed as a distribution (pip install . first)")
-    assert entry_point == "xpu_state_copy.vllm_plugin:register", "vllm.general_plugins entry point missing"
+    assert entry_point == "xpu_state_copy.vllm.plugin:register", "vllm.general_plugins entry point missing"
     try:
         off, _ = _run(request.param, "off")
         on, on_output = _run(request.param, "on")
@@ -193,7 +193,7 @@ def test_doctor_sees_the_unsafe_writes_and_the_plugin(runs):
     off, on = runs.off["doctor"]["vllm"], runs.on["doctor"]["vllm"]
     assert off["version"] == runs.version
     assert off["layout"]["has_unsafe_pointer_writes"] == runs.affected
-    assert on["plugin_entry_point"] == "xpu_state_copy.vllm_plugin:register"
+    assert on["plugin_entry_point"] == "xpu_state_copy.vllm.plugin:register"
     assert (off["plugin_active"], on["plugin_active"]) == (False, True)
     assert on["would_patch"] == off["would_patch"]
     aligned_indices = _release(runs.version) >= (0, 29)
@@ -239,7 +239,7 @@ def test_release_environment_brings_every_package_mamba_utils_imports(version, t
 
 def test_the_plugin_names_the_newest_release_these_tests_verify():
     """The plugin's warning on an unknown layout cites VERIFIED; the release tests verify up to NEWEST_VERIFIED."""
-    from xpu_state_copy import vllm_plugin
+    from xpu_state_copy.vllm import plugin as vllm_plugin
 
     assert vllm_plugin.VERIFIED[1] == vllm_envs.NEWEST_VERIFIED
 

@@ -23,19 +23,17 @@ Nothing of vLLM's code is replaced beyond those attributes; a layout it does not
 """
 import functools
 import inspect
-import logging
 import weakref
 
-from . import plugin_switch, validate
-from .pointers import as_signed
-from .vllm_compat import MAMBA_UTILS, inspect_mamba_utils
-from .vllm_aligned_indices import METHOD as ALIGNED_METHOD, replace_aligned_indices
-from .vllm_spec_decode import ensure_recording_initialiser, replace_fused_copies
+from .. import plugin_switch, validate
+from ..pointers import as_signed
+from .compat import MAMBA_UTILS, inspect_mamba_utils
+from .aligned_indices import METHOD as ALIGNED_METHOD, replace_aligned_indices
+from .log import logger
+from .spec_decode import ensure_recording_initialiser, replace_fused_copies
 
 ENV_SWITCH = "XPU_STATE_COPY_VLLM"
 VERIFIED = ("0.22.1", "0.34.0")  # the oldest and newest releases the release tests verified
-# A child of vLLM's "vllm" logger, so the line comes out through vLLM's own handler and format.
-logger = logging.getLogger("vllm.xpu_state_copy")
 
 _MARK = "__xpu_state_copy_patch__"  # set on everything we install, so a second register() adds nothing
 _INT64_LIMIT = 1 << 63
@@ -136,7 +134,7 @@ def _recording_state_bounds(collect):
 
 
 def _routed_batch_memcpy(vllm_batch_memcpy):
-    from .ops import batch_memcpy
+    from ..ops import batch_memcpy
 
     def batch_memcpy_via_xpu_state_copy(src_ptrs, dst_ptrs, sizes):
         """vLLM's batch_memcpy contract (same tables, memmove per entry), served by xpu_state_copy."""

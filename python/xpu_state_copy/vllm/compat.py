@@ -19,8 +19,8 @@ import re
 from typing import Optional
 
 from .pointer_stores import find_pointer_stores
-from .vllm_aligned_indices import inspect_aligned_indices
-from .vllm_spec_decode import FUSED_SIGNATURES, has_fused_copies, inspect_spec_decode
+from .aligned_indices import inspect_aligned_indices
+from .spec_decode import FUSED_SIGNATURES, has_fused_copies, inspect_spec_decode
 
 MAMBA_UTILS = "vllm.v1.worker.mamba_utils"
 # Where vLLM's fused spec-decode context fills its tables; older releases do it directly in the public

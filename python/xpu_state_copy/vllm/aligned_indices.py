@@ -96,7 +96,7 @@ def build_aligned_plan(context, arguments, table_attribute):
     """The plan for `context` from the initialiser's bound arguments, or a string saying why there is none."""
     import torch
 
-    from .pointers import as_unsigned
+    from ..pointers import as_unsigned
 
     out = getattr(context, OUTPUT, None)
     if not isinstance(out, torch.Tensor) or out.dim() != 3 or out.dtype != torch.int32:

@@ -14,8 +14,9 @@ import functools
 import inspect
 from typing import Optional
 
-from . import vllm_aligned_indices as aligned
-from .vllm_fused_launches import KERNELS, REPLAYSSM_ATTRIBUTE, launch_unrecognised, table_row_by_slot
+from . import aligned_indices as aligned
+from .fused_launches import KERNELS, REPLAYSSM_ATTRIBUTE, launch_unrecognised, table_row_by_slot
+from .log import logger
 
 CONTEXT = "MambaSpecDecodeGPUContext"
 INITIALISER = "initialize_from_forward_context"
@@ -109,7 +110,7 @@ def _block_numel(t):
 
 def build_plan(context, forward_context, block_tables):
     """The plan matching what vLLM stored in `context`'s tables, or a string saying why there is none."""
-    from .pointers import as_unsigned
+    from ..pointers import as_unsigned
 
     pools = {}
     for layer in (forward_context or {}).values():
@@ -167,8 +168,6 @@ def _recording_initialiser(method):
                 if not isinstance(plan, aligned.AlignedPlan):
                     why.append(f"{aligned.METHOD}: {plan}")
             if why:
-                from .vllm_plugin import logger
-
                 logger.warning("xpu_state_copy: these stay on vLLM's kernels for this context: %s", "; ".join(why))
         return result
 
@@ -192,8 +191,6 @@ def _runs_replayssm(self) -> bool:
     cls = type(self)
     if not cls.__dict__.get(_WARNED_REPLAYSSM, False):
         setattr(cls, _WARNED_REPLAYSSM, True)
-        from .vllm_plugin import logger
-
         logger.warning("xpu_state_copy: this vLLM runs FlashInfer ReplaySSM, whose temporal and ring states vLLM's "
                        "spec-decode kernels leave to ReplaySSM (skipped after decoding, copied unshifted before) "
                        "and xpu_state_copy's op does not, so these copies stay on vLLM's Triton kernels")
@@ -203,7 +200,7 @@ def _runs_replayssm(self) -> bool:
 def _ours(name, original, by_slot, count_buffer_name):
     import torch
 
-    from . import ops
+    from .. import ops
 
     def plan_of(self, *inputs):
         """The recorded plan, or None (vLLM's own method then runs) when there is none, the context runs

@@ -10,8 +10,8 @@ import time
 
 import torch
 
-from . import ops
-from ._loader import backend, sycl_status
+from .. import ops
+from .._loader import backend, sycl_status
 
 CONV_SHAPE = (3, 8192)  # tokens x channels, bf16: 48 KiB
 TEMPORAL_SHAPE = (16, 128, 256)  # heads x head_dim x state, bf16: 1 MiB
@@ -51,7 +51,7 @@ def describe(device: torch.device, target: str) -> str:
     if device.type == "xpu":
         return torch.xpu.get_device_name(device)
     if target == "sycl-cpu":
-        from . import _loader
+        from .. import _loader
         return f"SYCL CPU device: {_loader._sycl_module.cpu_device_name()}"
     return f"host CPU, {torch.get_num_threads()} threads"
 

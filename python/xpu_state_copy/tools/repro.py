@@ -35,7 +35,7 @@ def store_like_vllm(address):
 
 def store_our_way(address):
     """The same address through the int64 with the same bits; returns the address read back."""
-    from . import as_signed, as_unsigned
+    from .. import as_signed, as_unsigned
 
     table = torch.zeros(1, dtype=torch.int64)
     table[0] = as_signed(address)
@@ -45,7 +45,7 @@ def store_our_way(address):
 def copy_our_way(device):
     """Blocks of a state tensor copied through pointer tables built from it (the addresses never pass
     through a Python int); returns the source and destination addresses and whether the bytes match."""
-    from . import as_unsigned, batch_memcpy, pointer_table, write_pointers_
+    from .. import as_unsigned, batch_memcpy, pointer_table, write_pointers_
 
     state = torch.randn(4, 2, 64, device=device)
     expected = state.clone()

@@ -55,7 +55,7 @@ def check_torch():
 
 
 def check_build():
-    from . import _build
+    from .. import _build
 
     return {"recorded": _build.build_info(), "torch_mismatch": _build.torch_mismatch()}
 
@@ -80,7 +80,7 @@ def check_backends(devices):
 
 def check_device_image():
     """The shipped SPIR-V image, what XPU_STATE_COPY_DEVICE_IMAGE made of it, and how kernels were built."""
-    from . import _loader, device_image
+    from .. import _loader, device_image
 
     builds = _loader._sycl_module.kernel_builds() if _loader._sycl_module is not None else []
     return {"shipped": device_image.shipped_info(), "status": device_image.status(), "builds": builds}
@@ -101,8 +101,8 @@ def _plugin(version, group, allow_list_variable, activation):
 
 
 def check_vllm(import_module):
-    from . import vllm_plugin
-    from .vllm_compat import MAMBA_UTILS, inspect_mamba_utils, installed_vllm_version
+    from ..vllm import plugin as vllm_plugin
+    from ..vllm.compat import MAMBA_UTILS, inspect_mamba_utils, installed_vllm_version
 
     version = installed_vllm_version()
     info = _plugin(version, "vllm.general_plugins", "VLLM_PLUGINS", vllm_plugin.activation)
@@ -117,7 +117,7 @@ def check_vllm(import_module):
 
 def check_sglang():
     """SGLang's version and our plugin for it; which copy_from it has, read from its source (not imported)."""
-    from . import sglang_plugin
+    from ..sglang import plugin as sglang_plugin
 
     version = _package_version("sglang")
     info = _plugin(version, "sglang.srt.plugins", "SGLANG_PLUGINS", sglang_plugin.activation)
@@ -128,7 +128,7 @@ def check_sglang():
 
 def probe(device):
     """Allocate on `device`, report its address, and copy a few entries (one an overlapping shift)."""
-    from . import as_unsigned, batch_memcpy, pointer_table
+    from .. import as_unsigned, batch_memcpy, pointer_table
 
     base = torch.arange(4096, dtype=torch.uint8, device=device)
     table = pointer_table([base])

@@ -19,7 +19,7 @@ import pathlib
 import textwrap
 import weakref
 
-from . import plugin_switch
+from .. import plugin_switch
 
 ENV_SWITCH = "XPU_STATE_COPY_SGLANG"
 MEMORY_POOL = "sglang.srt.mem_cache.memory_pool"
@@ -119,7 +119,7 @@ def _one_launch_copy_from(original, must_be_empty):
         if states is None:
             _warn_once(why, "xpu_state_copy: MambaPool.copy_from left to SGLang for this pool: %s", why)
             return original(self, src_indices, dst_indices)
-        from .ops import copy_states_
+        from ..ops import copy_states_
 
         device = states[0].device
         copy_states_(states, ["whole"] * len(states), _slot_ids(src_indices, device),

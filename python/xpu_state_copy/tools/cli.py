@@ -5,9 +5,9 @@ import sys
 
 # subcommand -> (module, help). Each module has add_arguments(parser) and run(args) -> exit code.
 COMMANDS = {
-    "selftest": ("xpu_state_copy.selftest", "copy a realistic Mamba-like batch on the best device and verify it"),
-    "doctor": ("xpu_state_copy.doctor", "check this environment (torch, XPU, SYCL, vLLM, plugin) for the crash"),
-    "repro": ("xpu_state_copy.repro", "reproduce the int64 overflow of XPU addresses and show the fix"),
+    "selftest": ("xpu_state_copy.tools.selftest", "copy a realistic Mamba-like batch on the best device and verify it"),
+    "doctor": ("xpu_state_copy.tools.doctor", "check this environment (torch, XPU, SYCL, vLLM, plugin) for the crash"),
+    "repro": ("xpu_state_copy.tools.repro", "reproduce the int64 overflow of XPU addresses and show the fix"),
     "bench": ("xpu_state_copy.benchmarks.run", "time the copy against its peers; table, JSON and PNG"),
 }
 
