@@ -4,11 +4,10 @@ fails to build. The copies run on the SYCL CPU device in child processes, each w
 (a process builds a device's kernels once).
 """
 import hashlib
-import json
+import importlib.util
 import os
+import pathlib
 import struct
-import subprocess
-import sys
 import warnings
 
 import pytest
@@ -21,32 +20,13 @@ pytestmark = pytest.mark.skipif(
     _loader._sycl_module is None and os.environ.get("XPU_STATE_COPY_REQUIRE_SYCL") != "1",
     reason="no SYCL backend")
 
-# A child process: time from its start to its first verified copy, and how its kernels were built.
-CHILD = r"""
-import json, time
-start = time.monotonic()
-import torch
-import xpu_state_copy
-from xpu_state_copy import _loader, device_image
-torch.manual_seed(int.from_bytes(__import__("os").urandom(4), "little"))
-pool = torch.randint(-2**31, 2**31 - 1, (6, 4099), dtype=torch.int32)
-# Two requests on four distinct blocks: a block both read and written would be a race, not a test.
-blocks = torch.randperm(6).tolist()
-src, dst = blocks[:2], blocks[2:4]
-expected = pool.clone()
-expected[dst] = pool[src]
-xpu_state_copy.copy_states_([pool], ["whole"], torch.tensor(src), torch.tensor(dst))
-print(json.dumps({"seconds": time.monotonic() - start, "correct": bool(torch.equal(pool, expected)),
-                  "builds": _loader._sycl_module.kernel_builds(), "status": device_image.status()}))
-"""
-
-
-def run_child(**env):
-    environment = dict(os.environ, XPU_STATE_COPY_BACKEND="sycl", **env)
-    run = subprocess.run([sys.executable, "-c", CHILD], env=environment, capture_output=True, text=True,
-                         timeout=900)
-    assert run.returncode == 0, run.stderr[-3000:]
-    return json.loads(run.stdout.strip().splitlines()[-1]), run.stderr
+# The child process that benchmarks/first_copy.py times: from its start to its first verified copy, with
+# how its kernels were built.
+_spec = importlib.util.spec_from_file_location(
+    "first_copy", pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "first_copy.py")
+first_copy = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(first_copy)
+run_child = first_copy.run_child
 
 
 def test_the_wheel_ships_the_image_of_its_own_kernel_source():
