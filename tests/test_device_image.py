@@ -45,6 +45,17 @@ def test_with_the_cache_off_the_kernels_come_from_the_image():
     assert result["status"]["preferred"]
 
 
+def test_one_process_fills_the_persistent_cache(tmp_path):
+    """The second process on a cache the first one filled loads the first one's device binary: the cache
+    then holds one binary. (Its SPIR-V differed once, so the second process stored a binary of its own:
+    docs/device-compile.md.)"""
+    env = dict(XPU_STATE_COPY_DEVICE_IMAGE="off", SYCL_CACHE_PERSISTENT="1", SYCL_CACHE_DIR=str(tmp_path))
+    results = [run_child(**env)[0] for _ in range(2)]
+    assert all(r["correct"] and [b["input"] for b in r["builds"]] == ["sycl-source"] for r in results), results
+    binaries = [p for p in tmp_path.rglob("*.bin") if "ext_kernel_compiler" not in p.parts]
+    assert len(binaries) == 1, [str(p.relative_to(tmp_path)) for p in binaries]
+
+
 # A valid SPIR-V module with no kernels (capabilities Addresses and Kernel, memory model Physical64
 # OpenCL): the device accepts it and the kernel lookup fails, which the provider must survive. A malformed
 # module is no test of that: the OpenCL CPU device's SPIR-V reader exits the process (seen: exit code 10),
