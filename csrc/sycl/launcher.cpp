@@ -120,6 +120,8 @@ sycl::event launch(sycl::queue& queue, const Launchable& l, Args... args) {
 
 }  // namespace
 
+void prepare_kernels(const sycl::queue& queue) { prepared_for(queue); }
+
 // Argument types below match the kernels' parameters exactly: set_args copies them by value.
 sycl::event launch_batch_memcpy(sycl::queue& queue, const BatchMemcpyArgs& a) {
   if (a.count == 0) return sycl::event();

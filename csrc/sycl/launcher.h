@@ -42,6 +42,11 @@ sycl::event launch_copy_states(sycl::queue& queue, const CopyStatesArgs& args);
 sycl::event launch_spec_decode(sycl::queue& queue, const xsc::SpecDecodeSource& source, int* counts_out,
                                bool copy_rest, const std::function<unsigned*()>& claim_counter);
 
+// Compiles (sycl-jit) or looks up (sycl-aot) the queue's kernels now, as its first launch would, so that
+// launch finds them ready; a no-op once they are. A failed build throws and leaves nothing behind: the next
+// call or launch builds again.
+void prepare_kernels(const sycl::queue& queue);
+
 // Each kernel in its two builds: the tile schedule alone, and `_small` for small batches (small_batch.h);
 // batch_memcpy also with the direct pass (`_direct`, batch_schedule.h's direct_units).
 struct Kernels {
