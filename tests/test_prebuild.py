@@ -11,7 +11,6 @@ import logging
 import os
 import subprocess
 import sys
-import textwrap
 
 import pytest
 import torch
