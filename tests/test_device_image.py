@@ -4,11 +4,10 @@ fails to build. The copies run on the SYCL CPU device in child processes, each w
 (a process builds a device's kernels once).
 """
 import hashlib
-import json
+import importlib.util
 import os
+import pathlib
 import struct
-import subprocess
-import sys
 import warnings
 
 import pytest
@@ -21,32 +20,13 @@ pytestmark = pytest.mark.skipif(
     _loader._sycl_module is None and os.environ.get("XPU_STATE_COPY_REQUIRE_SYCL") != "1",
     reason="no SYCL backend")
 
-# A child process: time from its start to its first verified copy, and how its kernels were built.
-CHILD = r"""
-import json, time
-start = time.monotonic()
-import torch
-import xpu_state_copy
-from xpu_state_copy import _loader, device_image
-torch.manual_seed(int.from_bytes(__import__("os").urandom(4), "little"))
-pool = torch.randint(-2**31, 2**31 - 1, (6, 4099), dtype=torch.int32)
-# Two requests on four distinct blocks: a block both read and written would be a race, not a test.
-blocks = torch.randperm(6).tolist()
-src, dst = blocks[:2], blocks[2:4]
-expected = pool.clone()
-expected[dst] = pool[src]
-xpu_state_copy.copy_states_([pool], ["whole"], torch.tensor(src), torch.tensor(dst))
-print(json.dumps({"seconds": time.monotonic() - start, "correct": bool(torch.equal(pool, expected)),
-                  "builds": _loader._sycl_module.kernel_builds(), "status": device_image.status()}))
-"""
-
-
-def run_child(**env):
-    environment = dict(os.environ, XPU_STATE_COPY_BACKEND="sycl", **env)
-    run = subprocess.run([sys.executable, "-c", CHILD], env=environment, capture_output=True, text=True,
-                         timeout=900)
-    assert run.returncode == 0, run.stderr[-3000:]
-    return json.loads(run.stdout.strip().splitlines()[-1]), run.stderr
+# The child process that benchmarks/first_copy.py times: from its start to its first verified copy, with
+# how its kernels were built.
+_spec = importlib.util.spec_from_file_location(
+    "first_copy", pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "first_copy.py")
+first_copy = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(first_copy)
+run_child = first_copy.run_child
 
 
 def test_the_wheel_ships_the_image_of_its_own_kernel_source():
@@ -63,6 +43,17 @@ def test_with_the_cache_off_the_kernels_come_from_the_image():
     assert result["correct"]
     assert [b["input"] for b in result["builds"]] == ["spirv-image"], result["builds"]
     assert result["status"]["preferred"]
+
+
+def test_one_process_fills_the_persistent_cache(tmp_path):
+    """The second process on a cache the first one filled loads the first one's device binary: the cache
+    then holds one binary. (Its SPIR-V differed once, so the second process stored a binary of its own:
+    docs/device-compile.md.)"""
+    env = dict(XPU_STATE_COPY_DEVICE_IMAGE="off", SYCL_CACHE_PERSISTENT="1", SYCL_CACHE_DIR=str(tmp_path))
+    results = [run_child(**env)[0] for _ in range(2)]
+    assert all(r["correct"] and [b["input"] for b in r["builds"]] == ["sycl-source"] for r in results), results
+    binaries = [p for p in tmp_path.rglob("*.bin") if "ext_kernel_compiler" not in p.parts]
+    assert len(binaries) == 1, [str(p.relative_to(tmp_path)) for p in binaries]
 
 
 # A valid SPIR-V module with no kernels (capabilities Addresses and Kernel, memory model Physical64

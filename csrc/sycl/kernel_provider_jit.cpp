@@ -86,6 +86,16 @@ auto built_from_source(const sycl::context& context, sycl::device device,
   }
 }
 
+// What every run-time build of the source passes to the kernel compiler, so that one process fills SYCL's
+// persistent cache. The cache keeps the front end's LLVM bitcode (keyed on the source and options) and the
+// device binary, keyed on the SPIR-V made from that bitcode. The process that compiles the source has LLVM
+// discard value names; one that finds the bitcode in the cache reads it with names kept, and the passes
+// after it name the blocks they add (.loopexit, .preheader): other SPIR-V bytes, so it never finds the
+// first process's binary, builds it again and stores it under a second key (seen with intel-sycl-rt 2026.2
+// on the OpenCL CPU device: the third process was the first to load a binary). With names kept from the
+// front end on, both make the same SPIR-V. Not for the shipped image: names only make it bigger there.
+const std::vector<std::string> kRuntimeBuildOptions = {"-fno-discard-value-names"};
+
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -133,7 +143,7 @@ Kernels build_kernels(const sycl::context& context, sycl::device device) {
     }
   }
   const auto start = std::chrono::steady_clock::now();
-  Kernels k = kernels_from(built_from_source(context, device), "");
+  Kernels k = kernels_from(built_from_source(context, device, kRuntimeBuildOptions), "");
   record("sycl-source", start, why_source);
   return k;
 }

@@ -3,6 +3,9 @@
 #include <torch/extension.h>
 
 #include "cpu_backend.h"
+#ifdef XSC_KERNEL_AOT
+#include "sycl_ops.h"
+#endif
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("cpu_backend", [] { return xsc::cpu_backend_choice() == xsc::CpuBackend::Sycl ? "sycl" : "cpu"; },
@@ -14,6 +17,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 #endif
 #ifdef XSC_KERNEL_AOT
   m.attr("built_with_sycl_aot") = true;
+  m.def("prepare_kernels", &xsc::prepare_sycl_kernels, pybind11::arg("device"),
+        pybind11::call_guard<pybind11::gil_scoped_release>(),
+        "Gets the kernels of a device ('cpu': the SYCL CPU device; 'xpu[:N]') ready now, without copying.");
 #else
   m.attr("built_with_sycl_aot") = false;
 #endif

@@ -38,6 +38,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   }, py::arg("options") = std::vector<std::string>{},
      "Builds the embedded source on the SYCL CPU device (kernel compiler options: e.g. -DNAME=VALUE) and "
      "returns its SPIR-V module.");
+  m.def("prepare_kernels", &xsc::prepare_sycl_kernels, py::arg("device"),
+        py::call_guard<py::gil_scoped_release>(),  // a build takes seconds; the caller's threads go on
+        "Builds the kernels of a device ('cpu': the SYCL CPU device; 'xpu[:N]') now, without copying.");
   m.def("kernel_builds", [] {
     py::list out;
     for (const xsc_sycl::KernelBuild& b : xsc_sycl::kernel_builds()) {

@@ -1,5 +1,6 @@
-"""Run a function on a module right after its body has run, whoever imports it. The vLLM plugin patches
-vllm.v1.worker.mamba_utils this way, without importing it (and vLLM's heavy imports) at registration."""
+"""Run functions on a module right after its body has run, whoever imports it. The vLLM plugin patches
+vllm.v1.worker.mamba_utils this way, without importing it (and vLLM's heavy imports) at registration, and
+starts building the kernels (prebuild) when it is imported."""
 import importlib.abc
 import sys
 
@@ -22,10 +23,15 @@ class _LoaderThenCall(importlib.abc.Loader):
 
 
 class AfterImport(importlib.abc.MetaPathFinder):
-    """Finds module `name` through the finders after it and has `call(module)` run once its body has."""
+    """Finds module `name` through the finders after it and has each of `calls` run on the module, in the
+    order they were installed, once its body has."""
 
     def __init__(self, name, call):
-        self.name, self.call = name, call
+        self.name, self.calls = name, [call]
+
+    def _run_calls(self, module):
+        for call in list(self.calls):
+            call(module)
 
     def find_spec(self, fullname, path, target=None):
         if fullname != self.name:
@@ -35,7 +41,7 @@ class AfterImport(importlib.abc.MetaPathFinder):
                 continue
             spec = finder.find_spec(fullname, path, target)
             if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                spec.loader = _LoaderThenCall(spec.loader, self.call)
+                spec.loader = _LoaderThenCall(spec.loader, self._run_calls)
                 return spec
             if spec is not None:
                 return None
@@ -43,6 +49,11 @@ class AfterImport(importlib.abc.MetaPathFinder):
 
 
 def install(name, call):
-    """Put an AfterImport for `name` first on sys.meta_path, unless one is there already."""
-    if not any(isinstance(finder, AfterImport) and finder.name == name for finder in sys.meta_path):
-        sys.meta_path.insert(0, AfterImport(name, call))
+    """Have call(module) run once module `name` is imported: one AfterImport per name, first on
+    sys.meta_path, holding each call once (a second install of the same call adds nothing)."""
+    for finder in sys.meta_path:
+        if isinstance(finder, AfterImport) and finder.name == name:
+            if call not in finder.calls:
+                finder.calls.append(call)
+            return
+    sys.meta_path.insert(0, AfterImport(name, call))

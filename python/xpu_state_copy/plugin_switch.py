@@ -1,10 +1,10 @@
 """What the engine plugins (vLLM's, SGLang's) share: when they patch anything (their switch variable decides;
-unset, exactly when torch sees an XPU, the device whose addresses need the fix), and the entry point's
-body that patches a module once it is imported."""
+unset, exactly when torch sees an XPU, the device whose addresses need the fix), the entry point's body
+that patches a module once it is imported, and the start of the kernels' background build (prebuild)."""
 import os
 import sys
 
-from . import import_hook
+from . import import_hook, prebuild
 
 
 def activation(env_switch):
@@ -40,3 +40,39 @@ def patch_when_imported(engine, activation, module_name, patch, logger):
     except Exception as error:
         logger.warning("xpu_state_copy: plugin registration failed (%s: %s); %s runs unpatched",
                        type(error).__name__, error, engine)
+
+
+_build_loggers = {}  # module a plugin patches -> that plugin's logger, for the build its import starts
+
+
+def _not_started(logger, error):
+    logger.warning("xpu_state_copy: could not start building the SYCL kernels in the background (%s: %s); "
+                   "the first copy builds them", type(error).__name__, error)
+
+
+def _start_build(logger):
+    try:
+        prebuild.start(log=logger)
+    except Exception as error:  # runs inside the engine's import of the module: it must not fail that
+        _not_started(logger, error)
+
+
+def _build_on_import(module):
+    _start_build(_build_loggers[module.__name__])
+
+
+def build_kernels_when_imported(activation, module_name, logger):
+    """An entry point's other line: if activation() says so, start the kernels' background build
+    (prebuild.start) once `module_name` is imported (at once if it already is). Engines register plugins in
+    every process they start; only their workers import the module the plugin patches, and only workers
+    copy. Never raises."""
+    try:
+        if prebuild.switched_off() or not activation()[0]:
+            return
+        _build_loggers[module_name] = logger
+        if module_name in sys.modules:
+            _start_build(logger)
+        else:
+            import_hook.install(module_name, _build_on_import)
+    except Exception as error:  # the engine must start even if this fails; its first copy builds then
+        _not_started(logger, error)

@@ -182,3 +182,4 @@ def activation():
 def register():
     """Entry point of ``sglang.srt.plugins``. Never raises: a failure is one warning and no patch."""
     plugin_switch.patch_when_imported("SGLang", activation, MEMORY_POOL, patch_memory_pool, logger)
+    plugin_switch.build_kernels_when_imported(activation, MEMORY_POOL, logger)

@@ -246,3 +246,4 @@ def patch_mamba_utils(module):
 def register():
     """Entry point of ``vllm.general_plugins``. Never raises: a failure is one warning and no patch."""
     plugin_switch.patch_when_imported("vLLM", activation, MAMBA_UTILS, patch_mamba_utils, logger)
+    plugin_switch.build_kernels_when_imported(activation, MAMBA_UTILS, logger)
