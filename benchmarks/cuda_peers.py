@@ -85,8 +85,8 @@ def _build():
         return cpp_extension.load(NAME, [str(source)], build_directory=str(folder), extra_cuda_cflags=["-O3"],
                                   verbose=False)
     except Exception as exc:  # noqa: BLE001 - compiler output is long; the reason is its first error
-        lines = str(exc).splitlines()
-        first = next((line.strip() for line in lines if "error" in line.lower()), lines[0] if lines else "")
+        lines = str(exc).splitlines() or [""]
+        first = next((line.strip() for line in lines if "error:" in line.lower()), lines[0])
         raise Unavailable(f"building {source} failed ({type(exc).__name__}: {first[:300]})") from None
     finally:
         if arch_set:

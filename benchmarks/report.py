@@ -53,8 +53,12 @@ def format_summary(result):
     """One line per workload, one column per method of any workload (its key): every method's ratio,
     as problem.md's table."""
     keys = []
-    for w in result["workloads"]:
-        keys += [m["key"] for m in w["methods"] if m["key"] not in keys]
+    for w in result["workloads"]:  # a key first seen in a later workload goes right after its predecessor there
+        previous = None
+        for m in w["methods"]:
+            if m["key"] not in keys:
+                keys.insert(keys.index(previous) + 1 if previous in keys else len(keys), m["key"])
+            previous = m["key"]
     widths = {k: max(9, len(k) + 2) for k in keys}
     lines = ["ratio to roofline (1.0 = one contiguous copy of the same bytes)",
              "  " + f"{'workload':<12}" + "".join(f"{k:>{widths[k]}}" for k in keys)]
