@@ -9,7 +9,6 @@ nvcc or ninja is missing, the bench leaves these peers out and says why in one s
 """
 import os
 import pathlib
-import shutil
 import sys
 
 import torch
@@ -93,12 +92,13 @@ def _build():
             del os.environ["TORCH_CUDA_ARCH_LIST"]
 
 
-def bench_methods(device, wanted=None):
+def bench_methods(device, wanted=None, log=lambda message: None):
     """(methods, note) for a run on `device`: the two peers on a CUDA device, else none; note is the one
     sentence saying why they are left out where they cannot be built. `wanted` (--methods) without
     either key does not build them at all."""
     if device.type != "cuda" or (wanted is not None and not set(KEYS) & set(wanted)):
         return [], None
+    log(f"loading the CUDA peers (compiled on first use into {cache_dir()})")
     try:
         ext = load()
     except Unavailable as exc:

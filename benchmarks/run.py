@@ -233,7 +233,7 @@ def run(args):
     with_triton = {"on": True, "off": False}.get(args.triton, triton_peers.usable_on(dev.type))
     wanted = set(args.methods.split(",")) if args.methods else None
     baseline = _load_baseline(args.baseline, op)
-    cuda_methods, cuda_note = cuda_peers.bench_methods(dev, wanted)
+    cuda_methods, cuda_note = cuda_peers.bench_methods(dev, wanted, log)
     if cuda_note:
         log(cuda_note)
     methods = peers.table_methods(op, with_triton, op_error, baseline, cuda_methods)

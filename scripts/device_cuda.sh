@@ -2,8 +2,9 @@
 # Everything we measure on an NVIDIA GPU, in one go: the extension built offline against the machine's
 # torch, the whole test suite on CUDA tensors, and the benchmark against its peers (CUB's batched memcpy and
 # cudaMemcpyBatchAsync among them). Results go to $OUT (default build/device).
-# Stages: STAGES="build test bench" (the default). PYTEST_K / PYTEST_IGNORE narrow the suite; BENCH_ARGS go
-# to the bench (e.g. "--reps 40" or "--workloads step,tiny").
+# Stages: STAGES="build test bench" (the default). PYTEST_K (an expression) and PYTEST_IGNORE (paths,
+# space-separated; the release tests under tests/*_releases try to download wheels, so leave them out on a
+# machine without a package registry) narrow the suite; BENCH_ARGS go to the bench (e.g. "--reps 40").
 # BASELINE=DIR (an older source tree, e.g. `git archive <commit>` unpacked into .baseline/): stage build
 # also builds it, renamed to the package xsc_baseline by scripts/baseline_tree.py so that it loads beside
 # this build, into build/baseline-site; stage bench then times both in one process, in turns
@@ -49,7 +50,10 @@ if has build; then
 fi
 if has test; then
   echo "== test"; start=$SECONDS
-  "$PY" -m pytest -q -ra -p no:cacheprovider tests ${PYTEST_K:+-k "$PYTEST_K"} ${PYTEST_IGNORE:+--ignore "$PYTEST_IGNORE"} > "$OUT/pytest.txt" 2>&1
+  ignored=()
+  for path in ${PYTEST_IGNORE:-}; do ignored+=(--ignore "$path"); done
+  "$PY" -m pytest -q -ra -p no:cacheprovider tests ${PYTEST_K:+-k "$PYTEST_K"} ${ignored[@]+"${ignored[@]}"} \
+    > "$OUT/pytest.txt" 2>&1
   tail -25 "$OUT/pytest.txt"
   took test "$start"
 fi
