@@ -183,6 +183,8 @@ def main():
         packages=["xpu_state_copy", "xpu_state_copy.vllm", "xpu_state_copy.sglang", "xpu_state_copy.tools",
                   "xpu_state_copy.benchmarks"],
         package_dir={"xpu_state_copy": "python/xpu_state_copy", "xpu_state_copy.benchmarks": "benchmarks"},
+        # The bench's CUDA peers, compiled by the bench itself when it runs on a CUDA device (not part of _C).
+        package_data={"xpu_state_copy.benchmarks": ["*.cu"]},
         ext_modules=ext_modules,
         cmdclass={"build_ext": BuildExtWithDeviceImage, "build_py": BuildPyWithInfo},
     )

@@ -1,4 +1,4 @@
-"""The methods one run compares: our op, the torch peers and the Triton peers.
+"""The methods one run compares: our op (and an older build of it), the torch peers and the Triton peers.
 
 Every method turns a workload's buffers into one zero-argument callable per
 rotation set.  Everything a caller would build once (address tables, lists of
@@ -15,6 +15,7 @@ from . import triton_peers
 ROOFLINE = "contiguous"
 OURS = "ours"
 COPY_STATES = "copy_states"
+BASELINE = "baseline"  # an older build of the op, timed beside this one (run.py --baseline)
 
 
 @dataclass
@@ -127,20 +128,54 @@ def _stacked_slot_index(buffers, device):
     return calls
 
 
-def _import_failed(error):
-    def build(sets, device):
-        raise RuntimeError(f"import xpu_state_copy failed: {error}")
-    return build
+class ImportFailed:
+    """Stands for a build of the op whose import failed: every call raises that failure (run.py's "import
+    MODULE failed: ..."), so its methods are reported FAILED, not left out."""
+
+    def __init__(self, error):
+        self.error = error
+
+    def __getattr__(self, name):
+        def failed(*args, **kwargs):
+            raise RuntimeError(self.error)
+        return failed
 
 
-def table_methods(op, with_triton, op_error=None):
-    """Methods that copy the workload's own blocks (all but the roofline), in
-    table order: ours first, then the peers."""
-    ours = _ours(op) if op is not None else _import_failed(op_error)
-    states = _copy_states(op) if op is not None else (lambda b, d: _import_failed(op_error)(None, d))
-    methods = [
-        Method(COPY_STATES, "xpu_state_copy.copy_states_", None, states),
-        Method(OURS, "xpu_state_copy.batch_memcpy", ours),
+def candidate(key, label, build, target):
+    """What run.py's _measure takes for one method: (key, label, calls, target) with build()'s calls, or a
+    finished entry when the method cannot copy this workload (n/a) or fails to set up."""
+    try:
+        return key, label, build(), target
+    except NotApplicable as exc:
+        return {"key": key, "label": label, "status": "n/a", "error": str(exc)}
+    except Exception as exc:  # noqa: BLE001 - reported as FAILED with the reason
+        return {"key": key, "label": label, "status": "FAILED", "error": f"{type(exc).__name__}: {exc}"[:300]}
+
+
+def baseline_key(key):
+    """The key of an older build's method: its batch_memcpy is "baseline", the others "baseline_<key>"."""
+    return BASELINE if key == OURS else f"{BASELINE}_{key}"
+
+
+def op_methods(op, op_error=None, older=False):
+    """copy_states_ and batch_memcpy of one build of the op: this one, or (older) the baseline build
+    timed beside it, whose keys and labels say so."""
+    op = op if op is not None else ImportFailed(op_error)
+    ours, states = _ours(op), _copy_states(op)
+    if older:
+        return [Method(baseline_key(COPY_STATES), "baseline: copy_states_", None, states),
+                Method(BASELINE, "baseline: batch_memcpy", ours)]
+    return [Method(COPY_STATES, "xpu_state_copy.copy_states_", None, states),
+            Method(OURS, "xpu_state_copy.batch_memcpy", ours)]
+
+
+def table_methods(op, with_triton, op_error=None, baseline=None, extra=()):
+    """Methods that copy the workload's own blocks (all but the roofline), in table order: ours first, then
+    the baseline build when given as (module, import error), then the peers, `extra` (the CUDA peers) last."""
+    methods = op_methods(op, op_error)
+    if baseline is not None:
+        methods += op_methods(*baseline, older=True)
+    methods += [
         Method("copy_", "per-entry copy_", _per_entry_copy),
         Method("foreach_copy_", "torch._foreach_copy_", _foreach_copy),
         Method("stacked_index", "indexed copy of stacked pools (SGLang)", None, _stacked_slot_index),
@@ -152,7 +187,7 @@ def table_methods(op, with_triton, op_error=None):
             Method("triton_tiled", "Triton, 16 tiles/entry, 8-byte words",
                    _triton(triton_peers.tiled_call, word_bytes=8)),
         ]
-    return methods
+    return methods + list(extra)
 
 
 class Roofline:

@@ -35,40 +35,44 @@ def _fmt(value, spec):
 def format_workload(w):
     head = (f"{w['name']}: {w['entries']} entries, {format_bytes(w['total_bytes'])} "
             f"({w['description']}), {w['rotations']} buffer set(s)")
+    width = max([38] + [len(m["label"]) + 2 for m in w["methods"]])
     lines = [head,
-             f"  {'method':<38}{'ms':>10}{'p10':>10}{'p90':>10}{'GB/s':>9}{'ratio':>8}{'ours x':>9}"]
+             f"  {'method':<{width}}{'ms':>10}{'p10':>10}{'p90':>10}{'GB/s':>9}{'ratio':>8}{'ours x':>9}"]
     for m in w["methods"]:
         if m["status"] != "ok":
-            lines.append(f"  {m['label']:<38}{m['status']}: {m.get('error', '')}")
+            lines.append(f"  {m['label']:<{width}}{m['status']}: {m.get('error', '')}")
             continue
         lines.append(
-            f"  {m['label']:<38}{m['median_ms']:>10.4f}{m['p10_ms']:>10.4f}{m['p90_ms']:>10.4f}"
+            f"  {m['label']:<{width}}{m['median_ms']:>10.4f}{m['p10_ms']:>10.4f}{m['p90_ms']:>10.4f}"
             f"{_fmt(m.get('gbps'), '9.1f')}{_fmt(m.get('ratio'), '8.3f')}"
             f"{_fmt(m.get('ours_speedup'), '9.2f')}")
     return "\n".join(lines)
 
 
 def format_summary(result):
-    """One line per workload: the ratio of every method, as problem.md's table."""
-    keys, labels = [], {}
-    for w in result["workloads"]:
+    """One line per workload, one column per method of any workload (its key): every method's ratio,
+    as problem.md's table."""
+    keys = []
+    for w in result["workloads"]:  # a key first seen in a later workload goes right after its predecessor there
+        previous = None
         for m in w["methods"]:
-            if m["key"] not in labels:
-                keys.append(m["key"])
-                labels[m["key"]] = m["key"]
+            if m["key"] not in keys:
+                keys.insert(keys.index(previous) + 1 if previous in keys else len(keys), m["key"])
+            previous = m["key"]
+    widths = {k: max(9, len(k) + 2) for k in keys}
     lines = ["ratio to roofline (1.0 = one contiguous copy of the same bytes)",
-             "  " + f"{'workload':<12}" + "".join(f"{labels[k]:>17}" for k in keys)]
+             "  " + f"{'workload':<12}" + "".join(f"{k:>{widths[k]}}" for k in keys)]
     for w in result["workloads"]:
         by_key = {m["key"]: m for m in w["methods"]}
         cells = []
         for k in keys:
-            m = by_key.get(k)
+            m, width = by_key.get(k), widths[k]
             if m is None:
-                cells.append(f"{'':>17}")
+                cells.append(" " * width)
             elif m["status"] != "ok":
-                cells.append(f"{m['status']:>17}")
+                cells.append(f"{m['status']:>{width}}")
             else:
-                cells.append(f"{_fmt(m.get('ratio'), '17.3f')}")
+                cells.append(_fmt(m.get("ratio"), f"{width}.3f"))
         lines.append("  " + f"{w['name']:<12}" + "".join(cells))
     return "\n".join(lines)
 
@@ -91,6 +95,10 @@ def format_report(result):
     meta = result["meta"]
     parts = [f"xpu-state-copy bench on {meta['device_label']} ({meta['device_name']}), "
              f"backend {meta['backend']}, torch {meta['torch']}, triton {meta['triton'] or 'absent'}"]
+    baseline = meta.get("baseline")
+    if baseline:
+        parts.append(f"baseline: {baseline['module']} from {baseline['file'] or baseline['error']}")
+    parts += meta.get("notes", [])
     if meta.get("scale", 1) < 1:
         parts.append(f"NOTE: block sizes scaled by {meta['scale']:g} for this device "
                      "(entry counts unchanged); numbers are not comparable to full-size runs.")

@@ -2,6 +2,7 @@
 import argparse
 import datetime
 import gc
+import importlib
 import os
 import platform
 import sys
@@ -9,7 +10,7 @@ import time
 
 import torch
 
-from . import peers, report, spec_decode, triton_peers, verify
+from . import cuda_peers, peers, report, spec_decode, triton_peers, verify
 from .devices import describe_device, resolve_device
 from .timing import Clock, summarize
 from .workloads import DEFAULT_WORKLOADS, Term, Workload, allocate, named_workloads, parse_bytes, \
@@ -35,7 +36,13 @@ def add_arguments(parser):
                                           "workloads only), ours, copy_, foreach_copy_, "
                                           "stacked_index (states workloads only), "
                                           "triton_bytewise, triton_tiled, tables and "
-                                          "triton_fused (spec_decode only)")
+                                          "triton_fused (spec_decode only), cub_batched and "
+                                          "memcpy_batch_async (CUDA), baseline and "
+                                          "baseline_copy_states (with --baseline)")
+    parser.add_argument("--baseline", metavar="MODULE",
+                        help="also time an older build of the op, importable as MODULE "
+                             "(scripts/baseline_tree.py renames an older source tree so that its "
+                             "build loads beside this one)")
     parser.add_argument("--triton", choices=("auto", "on", "off"), default="auto",
                         help="Triton peers: auto = on GPUs when Triton imports; on the CPU "
                              "only with TRITON_INTERPRET=1 (slow, for testing)")
@@ -66,12 +73,21 @@ class Progress:
               flush=True)
 
 
-def _load_op():
+def _load_op(name="xpu_state_copy"):
     try:
-        import xpu_state_copy as op
-        return op, None
-    except Exception as exc:  # noqa: BLE001 - peers still run; ours reports FAILED
-        return None, f"{type(exc).__name__}: {exc}"
+        return importlib.import_module(name), None
+    except Exception as exc:  # noqa: BLE001 - peers still run; the build's methods report FAILED
+        return None, f"import {name} failed: {type(exc).__name__}: {exc}"
+
+
+def _load_baseline(name, op):
+    """(module, import error) of the --baseline build, or None without one."""
+    if not name:
+        return None
+    baseline, error = _load_op(name)
+    if baseline is not None and op is not None and getattr(baseline, "__file__", 0) == getattr(op, "__file__", 1):
+        return None, f"--baseline {name} is this build itself ({op.__file__}), not an older one"
+    return baseline, error
 
 
 def _workloads(args, scale):
@@ -117,6 +133,7 @@ def _measure(candidates, clock, reps, warmup, log):
     entries, timed = [], []
     for c in candidates:
         if isinstance(c, dict):
+            log(f"  {c['key']}: {c['status']} ({c['error']})")
             entries.append(c)
             continue
         key, label, calls, target = c
@@ -137,12 +154,12 @@ def _measure(candidates, clock, reps, warmup, log):
     return entries
 
 
-def _run_spec_decode(wl, op, op_error, with_triton, wanted, dev, clock, cache_bytes, reps, warmup, log):
+def _run_spec_decode(wl, builds, span_methods, with_triton, wanted, dev, clock, cache_bytes, reps, warmup, log):
     rotations = rotation_count(wl, cache_bytes)
     log(f"{wl.name}: {wl.entries} entries, {wl.total_bytes / 2**20:.1f} MiB move, {rotations} buffer set(s)")
     result = spec_decode.run_workload(
-        wl, op, op_error, with_triton, wanted, dev, rotations,
-        lambda candidates: _measure(candidates, clock, reps, warmup, log))
+        wl, builds, with_triton, wanted, dev, rotations,
+        lambda candidates: _measure(candidates, clock, reps, warmup, log), span_methods)
     report.fill_ratios(result)
     return result
 
@@ -167,18 +184,9 @@ def _run_workload(wl, methods, dev, clock, cache_bytes, reps, warmup, log):
     for m in methods:
         if m.build_states is not None and not wl.states:
             continue  # it copies states, not arbitrary pointer tables
-        try:
-            calls = m.build_states(buffers, dev) if m.build_states is not None else m.build(sets, dev)
-        except peers.NotApplicable as exc:
-            log(f"  {m.key}: n/a ({exc})")
-            candidates.append({"key": m.key, "label": m.label, "status": "n/a", "error": str(exc)})
-            continue
-        except Exception as exc:  # noqa: BLE001
-            error = f"{type(exc).__name__}: {exc}"[:300]
-            log(f"  {m.key} FAILED to set up: {error}")
-            candidates.append({"key": m.key, "label": m.label, "status": "FAILED", "error": error})
-            continue
-        candidates.append((m.key, m.label, calls, target))
+        build = (lambda m=m: m.build_states(buffers, dev)) if m.build_states is not None else (
+            lambda m=m: m.build(sets, dev))
+        candidates.append(peers.candidate(m.key, m.label, build, target))
     result["methods"] += _measure(candidates, clock, reps, warmup, log)
     report.fill_ratios(result)
     return result
@@ -223,10 +231,15 @@ def run(args):
         print(f"xpu-state-copy bench: {exc}", file=sys.stderr)
         return 2
     with_triton = {"on": True, "off": False}.get(args.triton, triton_peers.usable_on(dev.type))
-    methods = peers.table_methods(op, with_triton, op_error)
     wanted = set(args.methods.split(",")) if args.methods else None
+    baseline = _load_baseline(args.baseline, op)
+    cuda_methods, cuda_note = cuda_peers.bench_methods(dev, wanted, log)
+    if cuda_note:
+        log(cuda_note)
+    methods = peers.table_methods(op, with_triton, op_error, baseline, cuda_methods)
     if wanted:
         methods = [m for m in methods if m.key in wanted]
+    builds = [(peers.OURS, "ours", op, op_error)] + ([(peers.BASELINE, "baseline", *baseline)] if baseline else [])
     clock = Clock(dev)
     cache = args.cache_bytes or describe_device(dev)["cache_bytes"]
     torch.manual_seed(0)
@@ -237,11 +250,14 @@ def run(args):
         "torch_threads": torch.get_num_threads(), "scale": scale,
         "reps": reps, "warmup": warmup, "cache_bytes": cache,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "argv": sys.argv[1:]}, "workloads": []}
+        "argv": sys.argv[1:], "notes": [cuda_note] if cuda_note else []}, "workloads": []}
+    if baseline:
+        result["meta"]["baseline"] = {"module": args.baseline, "file": getattr(baseline[0], "__file__", None),
+                                      "error": baseline[1]}
     for wl in workloads:
         if isinstance(wl, spec_decode.SpecDecodeWorkload):
-            result["workloads"].append(_run_spec_decode(wl, op, op_error, with_triton, wanted, dev, clock, cache,
-                                                        reps, warmup, log))
+            result["workloads"].append(_run_spec_decode(wl, builds, cuda_methods, with_triton, wanted, dev, clock,
+                                                        cache, reps, warmup, log))
         else:
             result["workloads"].append(_run_workload(wl, methods, dev, clock, cache, reps, warmup, log))
         gc.collect()

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from . import triton_spec_decode
-from .peers import ROOFLINE, Roofline, random_bytes, size_table
+from .peers import ROOFLINE, ImportFailed, Roofline, candidate, random_bytes, size_table
 from .workloads import CONV_TOKENS, KiB, MiB, format_bytes
 
 OURS = "ours"
@@ -149,14 +149,13 @@ def _ours(op, b):
         b.computed, out, num_scheduled=b.scheduled, num_draft=b.drafts) for t, out in zip(b.tables, b.outs)]
 
 
-def _tables(op, b):
-    """batch_memcpy over exactly the spans the step moves, in the op's entry order (per request: conv
-    states, then temporal), from address tables worked out on the host: what deciding on the device costs
-    against the same bytes."""
+def spans(b):
+    """Per rotation set, (sources, destinations): views of exactly the spans the step moves, in the op's
+    entry order (per request: conv states, then temporal), as the host would work them out."""
     wl = b.wl
     token = wl.conv_bytes // CONV_TOKENS
     per_set = len(b.copies) // len(b.tables)
-    calls = []
+    sets = []
     for k in range(len(b.tables)):
         srcs, dsts = [], []
         for conv_src, whole_src, dst, bias in b.copies[k * per_set:(k + 1) * per_set]:
@@ -164,6 +163,15 @@ def _tables(op, b):
             dsts += [b.conv[i, dst, :wl.conv_bytes - bias * token] for i in range(wl.layers)]
             srcs += [b.temporal[i, whole_src] for i in range(wl.layers)]
             dsts += [b.temporal[i, dst] for i in range(wl.layers)]
+        sets.append((srcs, dsts))
+    return sets
+
+
+def _tables(op, b):
+    """batch_memcpy over the spans (tables built on the host): what deciding on the device costs against
+    the same bytes."""
+    calls = []
+    for srcs, dsts in spans(b):
         tables = (op.pointer_table(srcs), op.pointer_table(dsts), size_table(srcs, b.device))
         calls.append(lambda t=tables: op.batch_memcpy(*t))
     return calls
@@ -191,9 +199,11 @@ def _triton_fused(b):
             for t, out in zip(b.tables, b.outs)]
 
 
-def run_workload(wl, op, op_error, with_triton, wanted, dev, rotations, measure):
-    """The workload's result in run.py's form; measure(candidates) verifies and times methods together
-    (run.py's _measure)."""
+def run_workload(wl, builds, with_triton, wanted, dev, rotations, measure, span_methods=()):
+    """The workload's result in run.py's form. builds: (key, label, module, import error) of each build of
+    the op to time (ours, and a baseline); span_methods: pointer-table methods (peers.Method) timed over
+    the same spans as `tables`; measure(candidates) verifies and times methods together (run.py's
+    _measure)."""
     result = {"name": wl.name, "description": wl.describe(), "entries": wl.entries,
               "total_bytes": wl.total_bytes, "rotations": rotations, "methods": []}
     roof = Roofline(wl.total_bytes, rotations, dev)
@@ -201,18 +211,18 @@ def run_workload(wl, op, op_error, with_triton, wanted, dev, rotations, measure)
     del roof
     buffers = SpecDecodeBuffers(wl, dev, rotations)
     buffers.fill()
-    methods = [(OURS, "ours: mamba_spec_decode_postprocess_", lambda: _ours(op, buffers), buffers),
-               (TABLES, "ours: batch_memcpy, the same spans", lambda: _tables(op, buffers), PoolsOnly(buffers))]
+    pools_only = PoolsOnly(buffers)
+    methods = []
+    for key, label, op, error in builds:
+        if op is None:
+            op = ImportFailed(error)
+        methods.append((key, f"{label}: mamba_spec_decode_postprocess_", lambda op=op: _ours(op, buffers), buffers))
+        if key == OURS:
+            methods.append((TABLES, f"{label}: batch_memcpy, the same spans", lambda op=op: _tables(op, buffers),
+                            pools_only))
     if with_triton:
         methods.append((TRITON_FUSED, "Triton, vLLM's fused design", lambda: _triton_fused(buffers), buffers))
-    candidates = []
-    for key, label, build, target in methods:
-        if wanted is not None and key not in wanted:
-            continue
-        if key in (OURS, TABLES) and op is None:
-            candidates.append({"key": key, "label": label, "status": "FAILED",
-                               "error": f"import xpu_state_copy failed: {op_error}"})
-            continue
-        candidates.append((key, label, build(), target))
-    result["methods"] += measure(candidates)
+    for m in span_methods:
+        methods.append((m.key, f"{m.label}, the same spans", lambda m=m: m.build(spans(buffers), dev), pools_only))
+    result["methods"] += measure([candidate(*m) for m in methods if wanted is None or m[0] in wanted])
     return result

@@ -1,66 +1,27 @@
 #!/usr/bin/env bash
-# Everything we measure on an NVIDIA GPU, in one go: the kernel tuning sweep, the extension built offline
-# against the machine's torch, the whole test suite on CUDA tensors, and the benchmark against its peers.
-# Results go to $OUT (default build/device). Stages: STAGES="sweep timeline build test bench" (default: all
-# but timeline). TIMELINE_DEFINES="XSC_SMALL_BATCH=0 ..." times one launch per listed -D set ("-": none),
-# with each program of TIMELINES (default cuda_timeline; also cuda_spec_timeline). TIMELINE_BASELINE=DIR
-# (an older source tree) also builds each from DIR's sources and runs the two in turns, TIMELINE_ROUNDS
-# times (default 3): old against new from one call, e.g. TIMELINE_DEFINES=SPEC_TIMES_ONLY.
-# Stage entry_tiles runs benchmarks/tuning/cuda_entry_tiles.cu once per ENTRY_TILES="tiles:min_blocks:loads ...";
-# stage oracle runs benchmarks/tuning/cuda_oracle.cu (ORACLE_WORKLOADS="step,tiny_p ..." picks workloads).
-# BASELINE=DIR (an older source tree): stage build also builds it, into build/baseline-site with this tree's
-# benchmarks, and stage bench_baseline benches it (BASELINE_BENCH_ARGS) next to this build (stage bench_again,
-# the same arguments) for before/after numbers from one call. The tuning instruments: benchmarks/tuning/.
+# Everything we measure on an NVIDIA GPU, in one go: the extension built offline against the machine's
+# torch, the whole test suite on CUDA tensors, and the benchmark against its peers (CUB's batched memcpy and
+# cudaMemcpyBatchAsync among them). Results go to $OUT (default build/device).
+# Stages: STAGES="build test bench" (the default). PYTEST_K (an expression) and PYTEST_IGNORE (paths,
+# space-separated; the release tests under tests/*_releases try to download wheels, so leave them out on a
+# machine without a package registry) narrow the suite; BENCH_ARGS go to the bench (e.g. "--reps 40").
+# BASELINE=DIR (an older source tree, e.g. `git archive <commit>` unpacked into .baseline/): stage build
+# also builds it, renamed to the package xsc_baseline by scripts/baseline_tree.py so that it loads beside
+# this build, into build/baseline-site; stage bench then times both in one process, in turns
+# (--baseline xsc_baseline), so old and new share one table and one device state.
+# Stage build also compiles the bench's CUDA peers (benchmarks/cuda_peers.cu) into their cache folder.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-build/device}
-mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)  # absolute: the benches run from /tmp
-STAGES=${STAGES:-"sweep build test bench"}
-TIMELINE_DEFINES=${TIMELINE_DEFINES:-"-"}
-mkdir -p "$OUT"
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)  # absolute: the bench runs from /tmp
+STAGES=${STAGES:-"build test bench"}
 PY=${PY:-python3}
+# Kept under build/ so that a later call on the same machine reuses the peers' build.
+XPU_STATE_COPY_BENCH_CACHE=${XPU_STATE_COPY_BENCH_CACHE:-$PWD/build/bench-cache}
+export XPU_STATE_COPY_BENCH_CACHE
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 has() { [[ " $STAGES " == *" $1 "* ]]; }
-nvcc_plain=(nvcc -std=c++17 -O3 -arch=sm_90)
-nvcc_bench=("${nvcc_plain[@]}" -Icsrc/core -Icsrc/cuda)  # the torch-free benchmark programs
-if has sweep; then
-  echo "== sweep"; bash benchmarks/tuning/cuda_sweep.sh build/cuda_sweep 2>&1 | tee "$OUT/sweep.txt"
-fi
-if has timeline; then
-  echo "== timeline"; mkdir -p build
-  for program in ${TIMELINES:-cuda_timeline}; do
-    for d in ${TIMELINE_DEFINES:--}; do
-      flags=()
-      [ "$d" = "-" ] || for f in ${d//,/ }; do flags+=("-D$f"); done
-      bin="build/${program}_$(echo "$d" | tr ',=' '_-')"
-      "${nvcc_bench[@]}" "${flags[@]}" "benchmarks/tuning/$program.cu" -o "$bin" || continue
-      if [ -z "${TIMELINE_BASELINE:-}" ]; then
-        echo "-- $program $d"; "$bin"; continue
-      fi
-      old=$TIMELINE_BASELINE
-      "${nvcc_plain[@]}" -I"$old/csrc/core" -I"$old/csrc/cuda" "${flags[@]}" "$old/benchmarks/tuning/$program.cu" \
-        -o "${bin}_baseline" || continue
-      for round in $(seq "${TIMELINE_ROUNDS:-3}"); do
-        echo "-- $program $d, baseline, round $round"; "${bin}_baseline"
-        echo "-- $program $d, round $round"; "$bin"
-      done
-    done
-  done 2>&1 | tee "$OUT/timeline.txt"
-fi
-if has entry_tiles; then
-  echo "== entry_tiles"; mkdir -p build
-  for v in ${ENTRY_TILES:-"16:4:4"}; do
-    IFS=: read -r tiles minb loads <<<"$v"
-    minb=${minb:-4} loads=${loads:-4}
-    bin="build/entry_tiles_${tiles}_${minb}_${loads}"
-    "${nvcc_bench[@]}" -DET_TILES="$tiles" -DET_MIN_BLOCKS="$minb" -DET_UNROLL16="$loads" \
-      benchmarks/tuning/cuda_entry_tiles.cu -o "$bin" && "$bin"
-  done 2>&1 | tee "$OUT/entry_tiles.txt"
-fi
-if has oracle; then
-  echo "== oracle"; mkdir -p build
-  "${nvcc_bench[@]}" benchmarks/tuning/cuda_oracle.cu -o build/oracle && build/oracle 2>&1 | tee "$OUT/oracle.txt"
-fi
+took() { echo "-- $1: $((SECONDS - $2)) s"; }
 pip_build() {  # pip_build SOURCE LOG [pip args...]
   local src=$1 log=$2; shift 2
   TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} MAX_JOBS=${MAX_JOBS:-16} \
@@ -68,36 +29,41 @@ pip_build() {  # pip_build SOURCE LOG [pip args...]
     || { tail -40 "$log"; return 1; }
 }
 if has build; then
-  echo "== build"
+  echo "== build"; start=$SECONDS
   if [ -n "${BASELINE:-}" ]; then
     rm -rf build/baseline-site
-    pip_build "$BASELINE" "$OUT/baseline_build.log" --target build/baseline-site &
+    { "$PY" scripts/baseline_tree.py "$BASELINE" build/baseline-src \
+        && pip_build build/baseline-src "$OUT/baseline_build.log" --target build/baseline-site; } &
     baseline_pid=$!
   fi
+  "$PY" -m benchmarks.cuda_peers > "$OUT/cuda_peers_build.txt" 2>&1 &
+  peers_pid=$!
   pip_build . "$OUT/build.log" || exit 1
   (cd /tmp && "$PY" -c "import xpu_state_copy as x; print('backend(cuda):', x.backend('cuda'))")
   if [ -n "${BASELINE:-}" ]; then
     wait "$baseline_pid" || exit 1
-    rm -rf build/baseline-site/xpu_state_copy/benchmarks && cp -r benchmarks build/baseline-site/xpu_state_copy/
     (cd /tmp && PYTHONPATH="$OLDPWD/build/baseline-site" "$PY" -c \
-      "import xpu_state_copy as x; print('baseline from', x.__file__, x.backend('cuda'))")
+      "import xsc_baseline as x; print('baseline from', x.__file__, x.backend('cuda'))")
   fi
+  wait "$peers_pid"; tail -3 "$OUT/cuda_peers_build.txt"
+  took build "$start"
 fi
 if has test; then
-  echo "== test"
-  "$PY" -m pytest -q -ra -p no:cacheprovider tests ${PYTEST_K:+-k "$PYTEST_K"} ${PYTEST_IGNORE:+--ignore "$PYTEST_IGNORE"} > "$OUT/pytest.txt" 2>&1
+  echo "== test"; start=$SECONDS
+  ignored=()
+  for path in ${PYTEST_IGNORE:-}; do ignored+=(--ignore "$path"); done
+  "$PY" -m pytest -q -ra -p no:cacheprovider tests ${PYTEST_K:+-k "$PYTEST_K"} ${ignored[@]+"${ignored[@]}"} \
+    > "$OUT/pytest.txt" 2>&1
   tail -25 "$OUT/pytest.txt"
+  took test "$start"
 fi
-bench() {  # bench NAME [PYTHONPATH] -- args
-  local name=$1 path=$2; shift 2
-  echo "== $name"
-  (cd /tmp && PYTHONPATH="$path" "$PY" -m xpu_state_copy bench --device cuda --out "$OUT/$name" "$@") \
-    2>"$OUT/${name}_progress.txt" | tee "$OUT/$name.txt"
-}
-# shellcheck disable=SC2086  # the *BENCH_ARGS are lists of arguments
-{
-  has bench && bench bench "" ${BENCH_ARGS:-}
-  has bench_baseline && bench bench_baseline "$PWD/build/baseline-site" ${BASELINE_BENCH_ARGS:-}
-  has bench_again && bench bench_again "" ${BASELINE_BENCH_ARGS:-}
-}
+if has bench; then
+  echo "== bench"; start=$SECONDS
+  site="" baseline=()
+  if [ -n "${BASELINE:-}" ]; then site="$PWD/build/baseline-site" baseline=(--baseline xsc_baseline); fi
+  # shellcheck disable=SC2086  # BENCH_ARGS is a list of arguments
+  (cd /tmp && PYTHONPATH="$site" "$PY" -m xpu_state_copy bench --device cuda --out "$OUT/bench" \
+    ${baseline[@]+"${baseline[@]}"} ${BENCH_ARGS:-}) 2>"$OUT/bench_progress.txt" | tee "$OUT/bench.txt"
+  took bench "$start"
+fi
 true

@@ -27,7 +27,7 @@ def _load_bench():
         sys.modules["benchmarks"] = module
         spec.loader.exec_module(module)
     return {name: importlib.import_module(f"benchmarks.{name}")
-            for name in ("run", "workloads", "verify", "peers", "triton_peers", "timing")}
+            for name in ("run", "workloads", "verify", "peers", "triton_peers", "timing", "cuda_peers", "report")}
 
 
 bench = _load_bench()
@@ -116,6 +116,11 @@ def test_bench_verifies_and_reports_every_method(op, tmp_path, monkeypatch, caps
     expected = {"contiguous", "ours", "copy_", "foreach_copy_"}
     if with_triton:
         expected |= {"triton_bytewise", "triton_tiled"}
+    cuda_peers = bench["cuda_peers"]
+    if device == "cuda" and cuda_peers.why_unavailable() is None:
+        expected |= set(cuda_peers.KEYS)  # test_bench_cuda_peers.py checks them on their own
+    elif device == "cuda":  # left out, with one sentence saying why
+        assert [n for n in result["meta"]["notes"] if cuda_peers.why_unavailable() in n]
     assert rc == 0
     assert [w["name"] for w in result["workloads"]] == ["16x4K", "3x4K,2x12K*2"]
     for w in result["workloads"]:

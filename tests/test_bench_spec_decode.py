@@ -117,3 +117,31 @@ def test_cli_runs_the_spec_decode_workload(tmp_path, monkeypatch):
         assert methods[key]["status"] == "ok" and methods[key]["ratio"] > 0
     assert w["total_bytes"] == spec_decode.named_workloads()["spec_decode"].scaled(1 / 64).total_bytes
     assert os.path.exists(tmp_path / "bench.json")
+
+
+def test_a_baseline_build_and_span_methods_are_checked_like_ours():
+    """run_workload times a second build's op (the baseline) and pointer-table methods over the same spans as
+    `tables` (the CUDA peers, on CUDA): each passes the same check before it is timed, and one that copies
+    part of a span is reported FAILED."""
+    op = _real_op()
+    if op is None:
+        pytest.fail("xpu_state_copy is not built")
+    peers = bench["peers"]
+
+    def half_of_each_span(sets, device):
+        return [lambda s=s, d=d: [dst[:dst.numel() // 2].copy_(src[:src.numel() // 2]) for src, dst in zip(s, d)]
+                for s, d in sets]
+    span_methods = [peers.Method("foreach_copy_", "torch._foreach_copy_", peers._foreach_copy),
+                    peers.Method("half", "half of each span", half_of_each_span)]
+    builds = [("ours", "ours", op, None), ("baseline", "baseline", op, None),
+              ("baseline_gone", "gone", None, "import xsc_gone failed: ModuleNotFoundError")]
+    clock = bench["timing"].Clock("cpu")
+    result = spec_decode.run_workload(
+        SMALL, builds, False, None, torch.device("cpu"), 2,
+        lambda candidates: bench["run"]._measure(candidates, clock, 2, 1, lambda message: None), span_methods)
+    status = {m["key"]: m["status"] for m in result["methods"]}
+    assert status == {"contiguous": "ok", "ours": "ok", "tables": "ok", "baseline": "ok", "baseline_gone": "FAILED",
+                      "foreach_copy_": "ok", "half": "FAILED"}
+    labels = {m["key"]: m["label"] for m in result["methods"]}
+    assert labels["baseline"] == "baseline: mamba_spec_decode_postprocess_"
+    assert labels["foreach_copy_"] == "torch._foreach_copy_, the same spans"
