@@ -158,6 +158,10 @@ def main():
         """Writes _build_info.py into the build folder (so into the wheel), never into the source tree."""
 
         def run(self):
+            # Python files a build of an older tree left here would go into the wheel as well (modules that
+            # were since moved or removed): the package's sources are copied afresh, the compiled modules stay.
+            for stale in (pathlib.Path(self.build_lib) / "xpu_state_copy").rglob("*.py"):
+                stale.unlink()
             super().run()
             target = pathlib.Path(self.build_lib) / "xpu_state_copy" / "_build_info.py"
             target.write_text('"""How this copy of xpu_state_copy was built (written by setup.py)."""\n'

@@ -42,7 +42,7 @@ bool run_case(int c) {
 
 int main() {
   int failures = 0;
-  const int cases = kChunkBytes > 1024 ? 40 : 150;  // real-size units make big arenas
+  const int cases = kChunkBytes > 1024 ? 20 : 80;  // real-size units make big arenas
   for (int c = 0; c < cases; ++c) failures += !run_case(c);
   std::printf("table schedule, %d-byte units: %d of %d cases wrong\n", kChunkBytes, failures, cases);
   return failures ? 1 : 0;
