@@ -120,6 +120,7 @@ def test_no_replayssm_and_no_siblings_are_served(make_known, monkeypatch):
     (lambda c: setattr(c, "temporal", c.temporal[..., ::2]), "not contiguous"),
     (lambda c: setattr(c, "temporal", c.temporal[:, :5]), "of one size"),
     (lambda c: setattr(c, "conv", None), "not tensors"),
+    (lambda c: (setattr(c, "conv", []), setattr(c, "temporal", torch.empty(0))), "all empty"),
 ])
 def test_a_layout_it_does_not_know_is_named(spoil, why):
     pool = StackedPool()
