@@ -4,6 +4,7 @@ Each set of requirements goes into a directory of its own with ``pip install --n
 directory is renamed into place only once complete, so an interrupted install is redone, not trusted. The
 release tests put such directories on PYTHONPATH of a subprocess only, so torch stays the one under test.
 """
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -54,12 +55,19 @@ def cache_root(variable, folder) -> pathlib.Path:
     return REPO / ".cache" / folder
 
 
+@contextlib.contextmanager
+def install_lock(root):
+    """Held while installing into the cache under `root`: concurrent test runs share it. Not reentrant."""
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def install_release(root, dependencies, name, requirements):
     """(the release's directory, the shared dependencies' directory) under root, installed if not yet:
     `requirements` into root/name, `dependencies` into a directory named by their digest."""
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / ".lock", "w") as lock:  # concurrent test runs share the cache
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with install_lock(root):
         digest = hashlib.sha256(" ".join(dependencies).encode()).hexdigest()[:12]
         deps = install_once(root / f"deps-{digest}", dependencies)
         return install_once(root / name, requirements), deps

@@ -12,7 +12,9 @@ libtorch_cuda, and running (scripts/device_cuda.sh builds, tests and benches on 
 import functools
 import os
 import pathlib
+import re
 import shutil
+import subprocess
 import sysconfig
 
 import pytest
@@ -34,9 +36,20 @@ def units():
     return [(source, tuple(macros)) for source in sources]
 
 
+@functools.lru_cache(maxsize=None)
+def toolkit_includes(nvcc):
+    """The CUDA toolkit's header folders, as nvcc itself passes them (nvcc may be a wrapper script anywhere)."""
+    dry = subprocess.run([nvcc, "--dryrun", "-x", "cu", "-c", os.devnull, "-o", os.devnull],
+                         capture_output=True, text=True)
+    found = re.findall(r'INCLUDES="-I([^"]+)"', dry.stdout + dry.stderr)
+    return [pathlib.Path(path) for path in found]
+
+
 def command(source, macros, nvcc):
+    # A CUDA build puts the toolkit's headers on every unit's path, C++ ones too (state_plan.cpp asks the CUDA
+    # runtime whether a stream is being captured).
     includes = ([CHECK_DIR / "include"] + build_script()["INCLUDES"] + cpp_extension.include_paths()
-                + [sysconfig.get_paths()["include"]])
+                + toolkit_includes(nvcc) + [sysconfig.get_paths()["include"]])
     flags = [f"-std={cxx_standard()}", "-DTORCH_EXTENSION_NAME=_C", "-DTORCH_API_INCLUDE_EXTENSION_H",
              f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"]
     flags += [f"-D{name}" if value is None else f"-D{name}={value}" for name, value in macros]

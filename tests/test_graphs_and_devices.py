@@ -73,6 +73,39 @@ def test_cuda_graph_replays_copy_states():
             assert torch.equal(p, e)
 
 
+@pytest.mark.parametrize("device", GRAPH_TARGETS)
+def test_a_captured_plan_outlives_its_eviction_from_the_plan_cache(device):
+    """The graph reads the device plan (addresses, strides) it captured at every replay. Afterwards more
+    distinct plans than the cache keeps (8) are used, each on pools of its own, and small device tensors full
+    of junk are allocated where a freed plan would be reused: the replays must still copy the right bytes."""
+    api = getattr(torch, device)
+    pools = [torch.randn(8, 3, 256, device=device), torch.randn(8, 4, 64, device=device)]
+    kinds = ["conv_sd", "whole"]
+    src, dst, shifts = (torch.zeros(2, dtype=torch.int64, device=device) for _ in range(3))
+    xpu_state_copy.copy_states_(pools, kinds, src, dst, shifts)  # the plan is made and cached outside capture
+    api.synchronize()
+    graph = api.CUDAGraph() if device == "cuda" else api.XPUGraph()
+    with api.graph(graph):
+        xpu_state_copy.copy_states_(pools, kinds, src, dst, shifts)
+    one = torch.zeros(1, dtype=torch.int64, device=device)
+    for n in range(12):  # 12 other plans push every uncaptured one out of the cache
+        other = torch.randn(4 + n, 2, 32, device=device)
+        xpu_state_copy.copy_states_([other], ["whole"], one, one, one)
+    api.synchronize()
+    junk = [torch.full((16 + n,), -1, dtype=torch.int64, device=device) for n in range(256)]
+    for s, d, sh in (([0, 2], [1, 3], [1, 2]), ([4, 6], [5, 7], [0, 3])):
+        expected = [p.clone() for p in pools]
+        for sb, db, k in zip(s, d, sh):
+            expected[0][db, : 3 - k] = expected[0][sb, k:].clone()
+            expected[1][db] = expected[1][sb].clone()
+        src.copy_(torch.tensor(s)), dst.copy_(torch.tensor(d)), shifts.copy_(torch.tensor(sh))
+        graph.replay()
+        api.synchronize()
+        for p, e in zip(pools, expected):
+            assert torch.equal(p, e)
+    del junk
+
+
 @needs_cuda
 def test_cuda_graph_replays_spec_decode_between_eager_launches():
     """A captured spec-decode launch replayed between eager launches of another step: each leaves exactly

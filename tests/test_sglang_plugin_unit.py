@@ -8,6 +8,7 @@ import types
 import pytest
 import torch
 
+from conftest import synchronize
 from xpu_state_copy import ops
 from xpu_state_copy.sglang import plugin as sglang_plugin
 
@@ -15,10 +16,11 @@ from xpu_state_copy.sglang import plugin as sglang_plugin
 class StackedPool:
     """A pool laid out as SGLang's: conv tensors and a temporal tensor, [layers, slots, ...]."""
 
-    def __init__(self, **extra):
+    def __init__(self, device="cpu", **extra):
         g = torch.Generator().manual_seed(torch.seed() % 2**31)
         convs = [torch.randn(3, 9, 16, 3, generator=g).to(torch.bfloat16), torch.randn(3, 9, 8, 3, generator=g)]
-        self.mamba_cache = types.SimpleNamespace(conv=convs, temporal=torch.randn(3, 9, 2, 4, 8, generator=g))
+        temporal = torch.randn(3, 9, 2, 4, 8, generator=g)
+        self.mamba_cache = types.SimpleNamespace(conv=[t.to(device) for t in convs], temporal=temporal.to(device))
         self.__dict__.update(extra)
 
     def tensors(self):
@@ -118,6 +120,7 @@ def test_no_replayssm_and_no_siblings_are_served(make_known, monkeypatch):
     (lambda c: setattr(c, "temporal", c.temporal[..., ::2]), "not contiguous"),
     (lambda c: setattr(c, "temporal", c.temporal[:, :5]), "of one size"),
     (lambda c: setattr(c, "conv", None), "not tensors"),
+    (lambda c: (setattr(c, "conv", []), setattr(c, "temporal", torch.empty(0))), "all empty"),
 ])
 def test_a_layout_it_does_not_know_is_named(spoil, why):
     pool = StackedPool()
@@ -162,3 +165,117 @@ def test_the_views_are_kept_per_pool_until_its_state_tensors_change():
     assert again is not first and again[-1].data_ptr() == pool.mamba_cache.temporal[-1].data_ptr()
     unhashable = types.SimpleNamespace(mamba_cache=pool.mamba_cache)  # no weak reference: computed each time
     assert len(sglang_plugin.pool_states(unhashable)[0]) == len(again)
+
+
+# Calls whose copies meet: one launch would race, SGLang's method (every source gathered before any
+# destination is written) has one answer. Each must go to SGLang's method. Duplicate destinations share a
+# source, so that answer does not depend on which write lands last.
+MEETING_COPIES = {"chain": ([1, 2, 3], [2, 3, 4]), "swap": ([5, 6], [6, 5]), "written twice": ([1, 1], [7, 7]),
+                  "reverse chain": ([3, 2, 1], [4, 3, 2]), "negative id": ([1, -1], [2, 3])}
+
+
+def _check_device_ids(target, monkeypatch):
+    """Slot ids on an accelerator are checked only when asked (XPU_STATE_COPY_VALIDATE=1); on the host, always."""
+    if target.device.type != "cpu":
+        monkeypatch.setenv("XPU_STATE_COPY_VALIDATE", "1")
+
+
+def _ours_launched(monkeypatch):
+    launches, real = [], ops.copy_states_
+    monkeypatch.setattr(ops, "copy_states_", lambda *a, **k: (launches.append(len(a[0])), real(*a, **k)))
+    return launches
+
+
+@pytest.mark.parametrize("case", MEETING_COPIES)
+def test_copies_that_meet_go_to_sglangs_method_and_give_its_bytes(target, make_known, monkeypatch, case):
+    _check_device_ids(target, monkeypatch)
+    pool = patched_pool((), make_known, device=target.device)
+    src, dst = (torch.tensor(ids, device=target.device) for ids in MEETING_COPIES[case])
+    expected = StackedPool(device=target.device)
+    for want, got in zip(expected.tensors(), pool.tensors()):
+        want.copy_(got)
+    StackedPool.copy_from(expected, src, dst)
+    launches = _ours_launched(monkeypatch)
+    pool.copy_from(src, dst)
+    synchronize(target.device)
+    assert launches == []
+    for got, want in zip(pool.tensors(), expected.tensors()):
+        assert torch.equal(as_bytes(got).cpu(), as_bytes(want).cpu())
+
+
+def test_a_chain_differs_in_one_launch():
+    """Why calls are checked: our op copies a chain's pairs in some order of its own, in place, so it gets a
+    chain wrong in one direction or the other (SGLang's method gathers first and gets both right)."""
+    differs = []
+    for case in ("chain", "reverse chain"):
+        pool = StackedPool()
+        src, dst = (torch.tensor(ids) for ids in MEETING_COPIES[case])
+        expected = [t.clone() for t in pool.tensors()]
+        for t in expected:
+            t[:, dst] = t[:, src]
+        states, _ = sglang_plugin.pool_states(pool)
+        ops.copy_states_(states, ["whole"] * len(states), src, dst)
+        same = all(torch.equal(as_bytes(got), as_bytes(want)) for got, want in zip(pool.tensors(), expected))
+        differs.append(not same)
+    assert any(differs)
+
+
+def test_disjoint_copies_checked_on_every_backend_are_still_one_launch(target, make_known, monkeypatch):
+    _check_device_ids(target, monkeypatch)
+    pool = patched_pool((), make_known, device=target.device)
+    src, dst = torch.tensor([1, 1, 2], device=target.device), torch.tensor([3, 4, 5], device=target.device)
+    expected = [t.clone() for t in pool.tensors()]
+    for t in expected:
+        t[:, dst] = t[:, src]
+    launches = _ours_launched(monkeypatch)
+    pool.copy_from(src, dst)
+    synchronize(target.device)
+    assert launches == [9]
+    for got, want in zip(pool.tensors(), expected):
+        assert torch.equal(as_bytes(got).cpu(), as_bytes(want).cpu())
+
+
+def _outcome(copy, pool, src, dst):
+    """The pool's bytes after copy(pool, src, dst), or the type of what it raised."""
+    try:
+        copy(pool, src, dst)
+    except Exception as error:  # SGLang's own indexing error is the expected answer for some ids
+        return type(error)
+    return [as_bytes(t).clone() for t in pool.tensors()]
+
+
+@pytest.mark.parametrize("src, dst, why", [
+    ([1, 2], [3], "unequal numbers of source and destination slots"),
+    ([[1], [2]], [[3], [4]], "not a list or 1-D tensor"),
+    ([1.0], [2.0], "not a list or 1-D tensor"),
+    ([1, 20], [2, 3], "slot ids outside [0, slots)"),
+])
+def test_ids_sglang_reads_otherwise_go_to_its_method(make_known, monkeypatch, caplog, src, dst, why):
+    """SGLang's method decides (bytes or its own error); our op does not run and one warning names why."""
+    pool = patched_pool((), make_known)
+    theirs = StackedPool()
+    for want, got in zip(theirs.tensors(), pool.tensors()):
+        want.copy_(got)
+    launches = _ours_launched(monkeypatch)
+    with caplog.at_level(logging.WARNING, logger="sglang.xpu_state_copy"):
+        ours = _outcome(type(pool).copy_from, pool, torch.tensor(src), torch.tensor(dst))
+    expected = _outcome(StackedPool.copy_from, theirs, torch.tensor(src), torch.tensor(dst))
+    assert launches == []
+    if isinstance(expected, type):
+        assert ours is expected
+    else:
+        assert all(torch.equal(a, b) for a, b in zip(ours, expected))
+    assert why in caplog.text
+
+
+def test_sglangs_own_debug_switch_turns_the_check_on_for_device_ids(monkeypatch):
+    monkeypatch.delenv("XPU_STATE_COPY_VALIDATE", raising=False)
+    monkeypatch.delenv("SGLANG_DEBUG_MEMORY_POOL", raising=False)
+    assert not sglang_plugin._check_slots(StackedPool())
+    assert sglang_plugin._check_slots(StackedPool(debug_memory_pool=True))
+    assert not sglang_plugin._check_slots(StackedPool(debug_memory_pool=False))
+    monkeypatch.setenv("SGLANG_DEBUG_MEMORY_POOL", "1")
+    assert sglang_plugin._check_slots(StackedPool())
+    monkeypatch.setenv("SGLANG_DEBUG_MEMORY_POOL", "0")
+    monkeypatch.setenv("XPU_STATE_COPY_VALIDATE", "1")
+    assert sglang_plugin._check_slots(StackedPool())

@@ -12,6 +12,15 @@
 #include "checks.h"
 #include "entry_sources.h"
 
+#ifdef XSC_WITH_CUDA
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+#if defined(XSC_WITH_TORCH_XPU) && __has_include(<c10/xpu/XPUGraphsC10Utils.h>)
+#include <c10/xpu/XPUGraphsC10Utils.h>  // torch's XPU graphs (and the SYCL graph extension they use)
+#define XSC_XPU_GRAPHS 1
+#endif
+
 namespace xsc {
 namespace {
 
@@ -120,27 +129,79 @@ at::Tensor build_state_plan(at::TensorList states, at::IntArrayRef kinds) {
   return plan;
 }
 
+namespace {
+
+// Whether work queued now on the current stream of `device` is recorded into a graph (CUDA graphs, and XPU
+// graphs where torch has them) instead of run.
+bool capturing(const at::Device& device) {
+#ifdef XSC_WITH_CUDA
+  if (device.is_cuda()) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    C10_CUDA_CHECK(cudaStreamIsCapturing(c10::cuda::getCurrentCUDAStream(device.index()), &status));
+    return status != cudaStreamCaptureStatusNone;
+  }
+#endif
+#ifdef XSC_XPU_GRAPHS
+  if (device.is_xpu()) {
+    return c10::xpu::getCurrentXPUStream(device.index()).queue().ext_oneapi_get_state() ==
+           sycl::ext::oneapi::experimental::queue_state::recording;
+  }
+#endif
+  (void)device;
+  return false;
+}
+
+struct CachedPlan {
+  at::Tensor host, device;
+};
+
+bool same_plan(const CachedPlan& cached, const at::Tensor& host, const at::Device& device) {
+  // Both host plans are small contiguous int64 CPU tensors: compare their bytes, not through the dispatcher.
+  return cached.device.device() == device && cached.host.numel() == host.numel() &&
+         std::memcmp(cached.host.data_ptr(), host.data_ptr(), host.nbytes()) == 0;
+}
+
+}  // namespace
+
 at::Tensor cached_device_plan(const at::Tensor& host, const at::Device& device) {
   if (device.is_cpu()) return host;
   static std::mutex mutex;
-  // (host plan, device plan), most recent first. Never destroyed: device memory freed after the device
-  // runtime shut down at exit crashes the process.
-  static auto& cache = *new std::list<std::pair<at::Tensor, at::Tensor>>();
+  // Never destroyed: device memory freed after the device runtime shut down at exit crashes the process.
+  // `recent`: most recent first, at most kRecentPlans. `captured`: every plan a graph capture has used. A
+  // graph replays the address it captured for as long as the graph lives, which this cache cannot see, so
+  // such a plan is never evicted (freed, its memory could hold anything at the next replay). Few: one per
+  // distinct set of states captured.
+  constexpr size_t kRecentPlans = 8;
+  static auto& recent = *new std::list<CachedPlan>();
+  static auto& captured = *new std::list<CachedPlan>();
   std::lock_guard<std::mutex> lock(mutex);
+  const bool in_capture = capturing(device);
   at::Tensor plan;
-  for (auto it = cache.begin(); it != cache.end(); ++it) {
-    // Both plans are small contiguous int64 CPU tensors: compare their bytes, not through the dispatcher.
-    if (it->second.device() == device && it->first.numel() == host.numel() &&
-        std::memcmp(it->first.data_ptr(), host.data_ptr(), host.nbytes()) == 0) {
-      cache.splice(cache.begin(), cache, it);
-      plan = it->second;
+  for (const CachedPlan& cached : captured) {
+    if (same_plan(cached, host, device)) {
+      plan = cached.device;
       break;
     }
   }
   if (!plan.defined()) {
-    cache.emplace_front(host, host.to(device));
-    plan = cache.front().second;
-    if (cache.size() > 8) cache.pop_back();
+    for (auto it = recent.begin(); it != recent.end(); ++it) {
+      if (same_plan(*it, host, device)) {
+        plan = it->device;
+        // A capture pins it; otherwise it becomes the most recent.
+        if (in_capture) {
+          captured.splice(captured.end(), recent, it);
+        } else {
+          recent.splice(recent.begin(), recent, it);
+        }
+        break;
+      }
+    }
+  }
+  if (!plan.defined()) {
+    std::list<CachedPlan>& into = in_capture ? captured : recent;
+    into.push_front(CachedPlan{host, host.to(device)});
+    plan = into.front().device;
+    if (recent.size() > kRecentPlans) recent.pop_back();
   }
   // The caller launches a kernel that reads the plan on the current stream. The caching allocator only
   // knows the stream the plan was allocated on: once evicted, its memory could go to the next allocation

@@ -34,7 +34,9 @@ at::Tensor build_state_plan(at::TensorList states, at::IntArrayRef kinds);
 
 // A host plan (a small contiguous int64 tensor) on `device`, the same tensor for the same bytes: built once
 // per distinct plan and kept (a few at most), for every op that sends a plan to its kernel. Each use records
-// the current stream, so an evicted plan outlives the kernels queued to read it. On the CPU: `host` itself.
+// the current stream, so an evicted plan outlives the kernels queued to read it; a plan used while the
+// current stream is captured into a CUDA or XPU graph is never evicted, since the graph reads it at every
+// replay. On the CPU: `host` itself.
 at::Tensor cached_device_plan(const at::Tensor& host, const at::Device& device);
 
 // The plan on the states' device. Built once per distinct (states, kinds) and kept (a few at most), so the

@@ -110,6 +110,12 @@ def main():
     copy_launches = len(served)
     fork_ok = check_fork(pool) if hasattr(pool, "fork_from") else None
     fork_launches = len(served) - copy_launches
+    # A chain (each copy's destination the next one's source): SGLang's method gathers every source first;
+    # the plugin must give its bytes, by handing such a call to it.
+    before = len(served)
+    chain = random.sample(range(1, 11), 4)
+    chain_ok = compare(pool, method, theirs, torch.tensor(chain[:3]), torch.tensor(chain[1:]))
+    chain_launches = len(served) - before
 
     fallback = None
     if hasattr(pool, "replayssm_write_pos"):  # 0.5.15+: a ReplaySSM pool must go to SGLang's own method
@@ -121,7 +127,8 @@ def main():
     print(json.dumps({"loaded_by": how, "backend": xpu_state_copy.backend("cpu"),
                       "patched": method is not theirs, "copy_ok": copy_ok,
                       "copy_launches": copy_launches, "states_per_launch": served[:1], "fork_ok": fork_ok,
-                      "fork_launches": fork_launches, "fallback": fallback}))
+                      "fork_launches": fork_launches, "chain_ok": chain_ok, "chain_launches": chain_launches,
+                      "fallback": fallback}))
 
 
 if __name__ == "__main__":

@@ -56,6 +56,8 @@ def test_copy_from_is_one_launch_and_matches_sglang(version, backend):
     assert result["backend"] == ("cpu" if backend == "cpu" else SYCL_ORIGIN), result
     assert result["copy_ok"], f"copy_from differs from SGLang's own on {version}"
     assert result["copy_launches"] == 1 and result["states_per_launch"] == [STATES_PER_POOL], result
+    assert result["chain_ok"] and result["chain_launches"] == 0, result  # a chain goes to SGLang's method
+    assert "handed to SGLang for a destination slot that another copy reads" in log
     if result["fork_ok"] is not None:  # releases with fork_from
         assert result["fork_ok"] and result["fork_launches"] == 1, result
     if result["fallback"] is not None:  # a ReplaySSM pool: SGLang's own method, which also resets the cursor

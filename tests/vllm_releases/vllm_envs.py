@@ -75,10 +75,11 @@ def vllm_pythonpath(version: str) -> str:
     return os.pathsep.join([str(vllm), str(deps)])
 
 
-def run_in_vllm(version: str, args, extra_env=None, timeout=300):
-    """Run `python args...` with vLLM `version` importable, on CPU, with Triton in interpreter mode."""
+def run_in_vllm(version: str, args, extra_env=None, timeout=300, cwd=None, extra_path=()):
+    """Run `python args...` with vLLM `version` importable (and `extra_path` after it), on CPU, with Triton in
+    interpreter mode."""
     env = dict(os.environ)
-    env.pop("PYTHONPATH", None)
-    env.update(PYTHONPATH=vllm_pythonpath(version), CUDA_VISIBLE_DEVICES="", TRITON_INTERPRET="1",
-               **(extra_env or {}))
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, timeout=timeout)
+    env.update(PYTHONPATH=os.pathsep.join([vllm_pythonpath(version), *map(str, extra_path)]),
+               CUDA_VISIBLE_DEVICES="", TRITON_INTERPRET="1", **(extra_env or {}))
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, timeout=timeout,
+                          cwd=cwd)

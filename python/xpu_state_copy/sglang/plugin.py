@@ -11,10 +11,12 @@ one warning saying why. A copy_from it does not know is left alone, with one war
 docs/sglang.md has the mapping of SGLang's copies to our ops.
 """
 import ast
+import collections
 import hashlib
 import importlib.util
 import inspect
 import logging
+import os
 import pathlib
 import textwrap
 import weakref
@@ -90,8 +92,8 @@ def pool_states(pool):
 def _layer_views(tensors):
     import torch
 
-    if not all(isinstance(t, torch.Tensor) for t in tensors):
-        return None, "mamba_cache.conv / .temporal are not tensors"
+    if not tensors or not all(isinstance(t, torch.Tensor) for t in tensors):
+        return None, "mamba_cache.conv / .temporal are not tensors (or all empty)"
     if len({t.device for t in tensors}) != 1:
         return None, "the state tensors are on more than one device"
     if any(t.dim() < 2 or t.shape[:2] != tensors[0].shape[:2] for t in tensors):
@@ -105,25 +107,87 @@ def _in_use(value):
     return value is not None and not (isinstance(value, (list, tuple, dict)) and not value)
 
 
-def _slot_ids(ids, device):
+def _slot_ids(ids):
+    """`ids` as a 1-D int32/int64 tensor (where it already is one, on its device), or None for anything SGLang's
+    indexing reads otherwise (bool or byte masks, floats, several dimensions)."""
     import torch
 
-    ids = ids if isinstance(ids, torch.Tensor) else torch.as_tensor(ids, dtype=torch.int64)
-    return ids.reshape(-1).to(device=device, dtype=torch.int64)
+    if not isinstance(ids, torch.Tensor):
+        try:
+            ids = torch.as_tensor(ids)
+        except (TypeError, ValueError, RuntimeError):
+            return None
+    if ids.dtype not in (torch.int32, torch.int64) or ids.dim() > 1:
+        return None
+    return ids.reshape(-1)
+
+
+def _slot_conflict(src, dst, slots):
+    """Why copying dst[r] <- src[r] for every r in one launch would not give SGLang's bytes, or None.
+
+    SGLang's method gathers every source slot before it writes any destination, so its result does not depend
+    on order; one launch copies all pairs at once, so it gives the same bytes exactly when no destination is
+    written twice and no destination is another pair's source (a pair copying a slot onto itself is harmless).
+    Slot ids outside [0, slots) go back too: SGLang counts negative ones from the end, and raises on the rest."""
+    src, dst = src.tolist(), dst.tolist()
+    if any(not 0 <= slot < slots for slot in src + dst):
+        return "slot ids outside [0, slots)"
+    if len(set(dst)) != len(dst):
+        return "a destination slot written twice"
+    readers = collections.Counter(src)
+    if any(readers[d] > (s == d) for s, d in zip(src, dst)):
+        return "a destination slot that another copy reads (a chain or a swap)"
+    return None
+
+
+def _check_slots(pool) -> bool:
+    """Whether device-side slot ids are read back and checked: XPU_STATE_COPY_VALIDATE=1, or SGLang's own
+    memory-pool debugging on (SGLang then reads its ids back for its own overlap check too)."""
+    from .. import validate  # here, not at import: it brings numpy, and register() runs in every SGLang process
+
+    flag = getattr(pool, "debug_memory_pool", None)
+    if flag is None:
+        flag = os.environ.get("SGLANG_DEBUG_MEMORY_POOL", "").lower() in ("1", "true", "yes", "on")
+    return validate.requested() or bool(flag)
+
+
+def _served_slots(pool, src_indices, dst_indices, states):
+    """(src, dst, None): the slot ids as int64 vectors on the pool's device, when one copy_states_ launch gives
+    exactly SGLang's bytes; else (None, None, why the call goes back to SGLang). Ids on the host are checked
+    (no device work); ids on the device only when _check_slots says so: reading them back waits for the device."""
+    src, dst = _slot_ids(src_indices), _slot_ids(dst_indices)
+    if src is None or dst is None:
+        return None, None, "slot ids that are not a list or 1-D tensor of int32 / int64"
+    if src.numel() != dst.numel():
+        return None, None, "unequal numbers of source and destination slots"
+    if (src.device.type == "cpu" and dst.device.type == "cpu") or _check_slots(pool):
+        why = _slot_conflict(src.cpu(), dst.cpu(), states[0].shape[0])
+        if why:
+            return None, None, why
+    import torch
+
+    device = states[0].device
+    return src.to(device=device, dtype=torch.int64), dst.to(device=device, dtype=torch.int64), None
 
 
 def _one_launch_copy_from(original, must_be_empty):
     def copy_from(self, src_indices, dst_indices):
         used = [name for name in must_be_empty if _in_use(getattr(self, name, None))]
-        states, why = (None, f"the pool uses {', '.join(used)}") if used else pool_states(self)
+        try:
+            states, why = (None, f"the pool uses {', '.join(used)}") if used else pool_states(self)
+        except Exception as error:  # a pool unlike any SGLang release builds: its own method decides
+            states, why = None, f"its states could not be read ({type(error).__name__}: {error})"
         if states is None:
             _warn_once(why, "xpu_state_copy: MambaPool.copy_from left to SGLang for this pool: %s", why)
             return original(self, src_indices, dst_indices)
+        src, dst, why = _served_slots(self, src_indices, dst_indices, states)
+        if why:
+            _warn_once(why, "xpu_state_copy: MambaPool.copy_from handed to SGLang for %s (this and every such call)",
+                       why)
+            return original(self, src_indices, dst_indices)
         from ..ops import copy_states_
 
-        device = states[0].device
-        copy_states_(states, ["whole"] * len(states), _slot_ids(src_indices, device),
-                     _slot_ids(dst_indices, device))
+        copy_states_(states, ["whole"] * len(states), src, dst)
         if "served" not in _said:
             _said.add("served")
             logger.info("xpu_state_copy: MambaPool.copy_from copies %d state views in one launch", len(states))

@@ -38,6 +38,7 @@ _KERNEL_RULES = ("tl.maximum((seq_lens - 1) // CACHE_BLOCK_SIZE, 0)",
 TABLE_ARGUMENTS = ("aligned_index_block_tables", "block_tables")
 _MARK = "__xpu_state_copy_patch__"
 SERVES = "__xpu_state_copy_aligned_table__"  # on the context class: the address table whose tables we read
+PLAN = "_xsc_aligned"  # in a context's __dict__: its AlignedPlan, or None (vLLM's own method runs)
 
 
 def inspect_aligned_indices(module, context):
@@ -81,6 +82,7 @@ class AlignedPlan:
         import torch
 
         self.block_size = block_size
+        self.out_shape = (len(tables), max_reqs, slots)  # the aligned_state_indices buffer it was made for
         self.by_extent = {}
         for group, table in enumerate(tables):
             rows, columns = table.shape
@@ -105,7 +107,7 @@ def build_aligned_plan(context, arguments, table_attribute):
     tables = None
     for name in TABLE_ARGUMENTS:
         candidate = list(arguments.get(name) or ())
-        if candidate and [t.data_ptr() for t in candidate] == stored:
+        if candidate and all(hasattr(t, "data_ptr") for t in candidate) and [t.data_ptr() for t in candidate] == stored:
             tables = candidate
             break
     if tables is None:
@@ -114,6 +116,8 @@ def build_aligned_plan(context, arguments, table_attribute):
     if len(tables) != out.shape[0]:
         return f"{len(tables)} block tables for {out.shape[0]} groups of {OUTPUT}"
     for g, table in enumerate(tables):
+        if not isinstance(table, torch.Tensor):
+            return f"block table {g} is a {type(table).__name__}, not a torch.Tensor"
         if (table.dim() != 2 or table.dtype != torch.int32 or table.device != out.device
                 or table.stride(0) != stride or (table.size(1) > 1 and table.stride(1) != 1)):
             return (f"block table {g} ({table.dtype}, shape {tuple(table.shape)}, strides {table.stride()}, "
@@ -147,24 +151,24 @@ def ours(original):
 
     @functools.wraps(original)
     def compute_aligned_state_indices(self, seq_lens, num_reqs):
-        plan = self.__dict__.get("_xsc_aligned")
+        plan = self.__dict__.get(PLAN)
         out = getattr(self, OUTPUT, None)
-        usable = (plan is not None and self.is_initialized and isinstance(seq_lens, torch.Tensor)
-                  and seq_lens.dim() == 1 and seq_lens.dtype in (torch.int32, torch.int64)
-                  and seq_lens.device == out.device)
+        usable = (plan is not None and getattr(self, "is_initialized", False)
+                  and isinstance(out, torch.Tensor) and tuple(out.shape) == plan.out_shape
+                  and isinstance(seq_lens, torch.Tensor) and seq_lens.dim() == 1
+                  and seq_lens.dtype in (torch.int32, torch.int64) and seq_lens.device == out.device)
         if not usable:  # a runner unlike the ones read: vLLM's own method decides
             return original(self, seq_lens, num_reqs)
         try:
             rows = operator.index(num_reqs)
         except TypeError:
             rows = -1
-        if not 0 <= rows <= min(seq_lens.shape[0], out.shape[1]):
+        if not 0 <= rows <= min(seq_lens.shape[0], out.shape[1]):  # vLLM's own method fails on these too
             raise ValueError(f"{METHOD}: num_reqs={num_reqs!r} must be an int in [0, min(len(seq_lens)="
                              f"{seq_lens.shape[0]}, max requests={out.shape[1]})]")
-        num_reqs = rows
-        if num_reqs:
-            gather_aligned_indices(plan, out, seq_lens, num_reqs)
-        return out[:, :num_reqs]
+        if rows:
+            gather_aligned_indices(plan, out, seq_lens, rows)
+        return out[:, :rows]
 
     compute_aligned_state_indices.vllm_original = original
     setattr(compute_aligned_state_indices, _MARK, True)

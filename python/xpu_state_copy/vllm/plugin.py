@@ -122,11 +122,14 @@ def _recording_state_bounds(collect):
 
     @functools.wraps(collect)
     def collect_and_record(*args, **kwargs):
-        forward_context = signature.bind_partial(*args, **kwargs).arguments.get("forward_context") or {}
-        for layer in forward_context.values():
-            for state in getattr(layer, "kv_cache", None) or ():
-                if hasattr(state, "untyped_storage"):
-                    _state_bounds[id(state)] = state
+        try:
+            forward_context = signature.bind_partial(*args, **kwargs).arguments.get("forward_context") or {}
+            for layer in forward_context.values():
+                for state in getattr(layer, "kv_cache", None) or ():
+                    if hasattr(state, "untyped_storage"):
+                        _state_bounds[id(state)] = state
+        except (TypeError, AttributeError):  # not called as read (or no dict): vLLM's call decides, unrecorded
+            pass
         return collect(*args, **kwargs)
 
     setattr(collect_and_record, _MARK, True)

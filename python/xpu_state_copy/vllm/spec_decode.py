@@ -12,11 +12,13 @@ vLLM reads it too), and checked against what vLLM stored for every state before 
 """
 import functools
 import inspect
+import operator
 from typing import Optional
 
 from . import aligned_indices as aligned
 from .fused_launches import KERNELS, REPLAYSSM_ATTRIBUTE, launch_unrecognised, table_row_by_slot
 from .log import logger
+from .plans import PLAN, plan_context
 
 CONTEXT = "MambaSpecDecodeGPUContext"
 INITIALISER = "initialize_from_forward_context"
@@ -36,6 +38,7 @@ _MARK = "__xpu_state_copy_patch__"
 _RECORDS_PLAN = "__xpu_state_copy_records_plan__"  # the initialiser wrapper (it may also wrap the address fix)
 _SERVES_COPIES = "__xpu_state_copy_serves_copies__"  # on the context class once the run_fused_* are ours
 _WARNED_REPLAYSSM = "__xpu_state_copy_warned_replayssm__"  # on the context class after its one warning
+_WARNED_INPUTS = "__xpu_state_copy_warned_inputs__"  # on the context class: the input problems warned about
 
 
 def count_buffer(context) -> Optional[str]:
@@ -94,79 +97,18 @@ def inspect_spec_decode(module):
     return (methods if not unrecognised else []), rows, unrecognised
 
 
-class _Plan:
-    """Our ops' view of one context: pools in vLLM's order, their kinds and groups, the block tables."""
-
-    def __init__(self, states, kinds, groups, block_tables):
-        self.states, self.kinds, self.groups, self.block_tables = states, kinds, groups, block_tables
-
-
-def _block_numel(t):
-    n = 1
-    for size in t.shape[1:]:
-        n *= size
-    return n
-
-
-def build_plan(context, forward_context, block_tables):
-    """The plan matching what vLLM stored in `context`'s tables, or a string saying why there is none."""
-    from ..pointers import as_unsigned
-
-    pools = {}
-    for layer in (forward_context or {}).values():
-        for state in getattr(layer, "kv_cache", None) or ():
-            if hasattr(state, "data_ptr") and state.dim() >= 2:
-                pools.setdefault(state.data_ptr(), []).append(state)
-    addresses = [as_unsigned(v) for v in context.state_base_addrs.tolist()]
-    strides = context.state_block_strides.tolist()
-    widths = context.state_conv_widths.tolist()
-    inner = context.state_inner_sizes.tolist()
-    groups = context.state_group_indices.tolist()
-    ds_rows = context.state_dim_row_count.tolist() if hasattr(context, "state_dim_row_count") else [0] * len(widths)
-    states, kinds = [], []
-    for j, address in enumerate(addresses):
-        match = [s for s in pools.get(address, ()) if s.stride(0) * s.element_size() == strides[j]]
-        if not match:
-            return f"state {j}: no kv_cache tensor at the address and block stride vLLM stored"
-        state = match[0]
-        if widths[j] == 0:
-            kind, ok = "whole", inner[j] == _block_numel(state)
-        elif ds_rows[j] > 0:
-            kind, ok = "conv_ds", state.dim() == 3 and widths[j] == state.size(2) and ds_rows[j] == state.size(1)
-        else:
-            kind, ok = "conv_sd", state.dim() == 3 and widths[j] == state.size(1) and inner[j] == state.stride(1)
-        if not ok:
-            return f"state {j}: vLLM's sizes (width {widths[j]}, inner {inner[j]}) do not match {kind} {tuple(state.shape)}"
-        states.append(state)
-        kinds.append(kind)
-    tables = list(block_tables)
-    stored = [as_unsigned(v) for v in context.block_table_ptrs.tolist()]
-    if [t.data_ptr() for t in tables] != stored[:len(tables)] or len(tables) != len(stored):
-        return "the block tables are not the ones vLLM stored"
-    return _Plan(states, kinds, groups, tables)
-
-
 def _recording_initialiser(method):
     signature = inspect.signature(method)
 
     @functools.wraps(method)
     def initialise_and_plan(self, *args, **kwargs):
         result = method(self, *args, **kwargs)
-        if getattr(self, "is_initialized", False) and "_xsc_planned" not in self.__dict__:
-            self.__dict__["_xsc_planned"] = True
-            bound = signature.bind(self, *args, **kwargs).arguments
-            why = []
-            if getattr(type(self), _SERVES_COPIES, False):
-                plan = build_plan(self, bound.get("forward_context"), bound.get("block_tables") or ())
-                self.__dict__["_xsc_plan"] = plan if isinstance(plan, _Plan) else None
-                if not isinstance(plan, _Plan):
-                    why.append(f"spec-decode copies: {plan}")
-            table_attribute = getattr(type(self), aligned.SERVES, None)
-            if table_attribute:
-                plan = aligned.build_aligned_plan(self, bound, table_attribute)
-                self.__dict__["_xsc_aligned"] = plan if isinstance(plan, aligned.AlignedPlan) else None
-                if not isinstance(plan, aligned.AlignedPlan):
-                    why.append(f"{aligned.METHOD}: {plan}")
+        # Planned again on every initialisation: a context filled a second time (other pools, other tables)
+        # must not keep the plan of the first.
+        if getattr(self, "is_initialized", False):
+            cls = type(self)
+            why = plan_context(self, signature.bind(self, *args, **kwargs).arguments,
+                               getattr(cls, _SERVES_COPIES, False), getattr(cls, aligned.SERVES, None))
             if why:
                 logger.warning("xpu_state_copy: these stay on vLLM's kernels for this context: %s", "; ".join(why))
         return result
@@ -197,32 +139,64 @@ def _runs_replayssm(self) -> bool:
     return True
 
 
-def _ours(name, original, by_slot, count_buffer_name):
+def _inputs_unrecognised(plan, num_reqs, inputs) -> Optional[str]:
+    """Why a fused method's inputs are not ones our op takes (None: they are). `inputs`: name -> tensor or
+    None (an optional input left out)."""
     import torch
 
+    try:
+        operator.index(num_reqs)
+    except TypeError:
+        return f"num_reqs is a {type(num_reqs).__name__}, not an int"
+    for input_name, t in inputs.items():
+        if t is None and input_name == "idx_mapping":
+            continue
+        if not isinstance(t, torch.Tensor):
+            return f"{input_name} is a {type(t).__name__}, not a torch.Tensor"
+        if t.dtype != torch.int32 or t.dim() != 1 or not t.is_contiguous() or t.device != plan.device:
+            return (f"{input_name} ({t.dtype}, shape {tuple(t.shape)}, {t.device}) is not a contiguous int32 "
+                    f"vector on {plan.device}")
+    return None
+
+
+def _warn_once(cls, what):
+    said = cls.__dict__.get(_WARNED_INPUTS)
+    if said is None:
+        said = set()
+        setattr(cls, _WARNED_INPUTS, said)
+    if what not in said:
+        said.add(what)
+        logger.warning("xpu_state_copy: %s; this call and others like it stay on vLLM's kernel", what)
+
+
+def _ours(name, original, by_slot, count_buffer_name):
     from .. import ops
 
-    def plan_of(self, *inputs):
-        """The recorded plan, or None (vLLM's own method then runs) when there is none, the context runs
-        ReplaySSM, or an input is not the int32 vector our op takes: a runner that differs from the ones
-        read must never crash."""
-        plan = self.__dict__.get("_xsc_plan")
-        if plan is None or _runs_replayssm(self):
+    def plan_of(self, num_reqs, **inputs):
+        """The recorded plan, or None (vLLM's own method then runs) when there is none, there are no requests,
+        the context runs ReplaySSM, or an input is not what our op takes (an int32 vector on the pools'
+        device): a runner that differs from the ones read must never crash. The last says so once."""
+        plan = self.__dict__.get(PLAN)
+        if plan is None or not getattr(self, "is_initialized", False) or _runs_replayssm(self):
             return None
-        if any(t is not None and (t.dtype != torch.int32 or t.dim() != 1 or not t.is_contiguous()) for t in inputs):
+        why = _inputs_unrecognised(plan, num_reqs, inputs)
+        if why:
+            _warn_once(type(self), f"{name}: {why}")
             return None
-        return plan
+        return None if num_reqs == 0 else plan
 
     if name == "run_fused_postprocess":
         def run(self, num_reqs, num_accepted_tokens_gpu, mamba_state_idx_gpu, num_scheduled_tokens_gpu,
                 num_computed_tokens_gpu, num_draft_tokens_gpu):
-            plan = plan_of(self, num_accepted_tokens_gpu, mamba_state_idx_gpu, num_scheduled_tokens_gpu,
-                           num_computed_tokens_gpu, num_draft_tokens_gpu)
-            if num_reqs == 0 or not self.is_initialized or plan is None:
+            plan = plan_of(self, num_reqs, num_accepted_tokens_gpu=num_accepted_tokens_gpu,
+                           mamba_state_idx_gpu=mamba_state_idx_gpu, num_scheduled_tokens_gpu=num_scheduled_tokens_gpu,
+                           num_computed_tokens_gpu=num_computed_tokens_gpu, num_draft_tokens_gpu=num_draft_tokens_gpu,
+                           num_accepted_tokens_out=getattr(self, "num_accepted_tokens_out", None))
+            if plan is None:
                 return original(self, num_reqs, num_accepted_tokens_gpu, mamba_state_idx_gpu,
                                 num_scheduled_tokens_gpu, num_computed_tokens_gpu, num_draft_tokens_gpu)
             ops.mamba_spec_decode_postprocess_(
-                plan.states, plan.kinds, plan.groups, plan.block_tables, self.block_size, num_reqs,
+                plan.states, plan.kinds, plan.groups, plan.block_tables, self.block_size, operator.index(num_reqs),
                 num_accepted_tokens_gpu, mamba_state_idx_gpu, num_computed_tokens_gpu, self.num_accepted_tokens_out,
                 num_scheduled=num_scheduled_tokens_gpu, num_draft=num_draft_tokens_gpu, copy_unchanged_counts=True)
     elif name == "run_fused_postprocess_align":
@@ -236,8 +210,10 @@ def _ours(name, original, by_slot, count_buffer_name):
             snapshot_in_buffer = True
 
         def run(self, num_reqs, num_accepted_tokens_gpu, state_idx_gpu, new_num_computed_tokens_gpu, idx_mapping):
-            plan = plan_of(self, num_accepted_tokens_gpu, state_idx_gpu, new_num_computed_tokens_gpu, idx_mapping)
-            if num_reqs == 0 or not self.is_initialized or plan is None:
+            buffer = {count_buffer_name: getattr(self, count_buffer_name, None)} if snapshot_in_buffer else {}
+            plan = plan_of(self, num_reqs, num_accepted_tokens_gpu=num_accepted_tokens_gpu, state_idx_gpu=state_idx_gpu,
+                           new_num_computed_tokens_gpu=new_num_computed_tokens_gpu, idx_mapping=idx_mapping, **buffer)
+            if plan is None:
                 return original(self, num_reqs, num_accepted_tokens_gpu, state_idx_gpu, new_num_computed_tokens_gpu,
                                 idx_mapping)
             if snapshot_in_buffer:
@@ -246,17 +222,19 @@ def _ours(name, original, by_slot, count_buffer_name):
             else:
                 snapshot = num_accepted_tokens_gpu.clone()
             ops.mamba_spec_decode_postprocess_(
-                plan.states, plan.kinds, plan.groups, plan.block_tables, self.block_size, num_reqs, snapshot,
+                plan.states, plan.kinds, plan.groups, plan.block_tables, self.block_size, operator.index(num_reqs),
+                snapshot,
                 state_idx_gpu, new_num_computed_tokens_gpu, num_accepted_tokens_gpu, idx_mapping=idx_mapping,
                 block_table_by_slot=by_slot, copy_unchanged_counts=False)
     else:
         def run(self, num_reqs, state_idx_gpu, src_col_gpu, token_bias_gpu, idx_mapping):
-            plan = plan_of(self, state_idx_gpu, src_col_gpu, token_bias_gpu, idx_mapping)
-            if num_reqs == 0 or not self.is_initialized or plan is None:
+            plan = plan_of(self, num_reqs, state_idx_gpu=state_idx_gpu, src_col_gpu=src_col_gpu,
+                           token_bias_gpu=token_bias_gpu, idx_mapping=idx_mapping)
+            if plan is None:
                 return original(self, num_reqs, state_idx_gpu, src_col_gpu, token_bias_gpu, idx_mapping)
-            ops.mamba_spec_decode_precopy_(plan.states, plan.kinds, plan.groups, plan.block_tables, num_reqs,
-                                           state_idx_gpu, src_col_gpu, token_bias_gpu, idx_mapping=idx_mapping,
-                                           block_table_by_slot=by_slot)
+            ops.mamba_spec_decode_precopy_(plan.states, plan.kinds, plan.groups, plan.block_tables,
+                                           operator.index(num_reqs), state_idx_gpu, src_col_gpu, token_bias_gpu,
+                                           idx_mapping=idx_mapping, block_table_by_slot=by_slot)
 
     run = functools.wraps(original)(run)
     run.vllm_original = original
