@@ -65,13 +65,18 @@ XSC_FN void run_tiles(const G& g, const PointerTableSource& src) {
   u32 phase = 0;  // the sub-group that copies the tile's unit 0: (units of the tiles before) mod S
   for (i64 base = 0; base < n; base += tile) {
     const u32 tile_n = n - base < (i64)tile ? (u32)(n - base) : tile;
+    // Unrolled by 4: a work-item's size loads go four at a time rather than one after another (by 8, the
+    // 64-bit addresses of the loads spill on dg2, which emulates 64-bit integer arithmetic).
     u32 units = 0;
-    for (u32 t = first; t < first + kItems && t < tile_n; ++t) units += src.units(base + t);
+#pragma unroll 4
+    for (u32 t = 0; t < kItems; ++t) units += first + t < tile_n ? src.units(base + first + t) : 0u;
     u32 total = 0;
     u32 end = g.exclusive_scan(units, &total);
-    for (u32 t = first; t < first + kItems && t < tile_n; ++t) {
-      end += src.units(base + t);  // a second read, from the cache: no array of counts stays live
-      ends[t] = end;
+#pragma unroll 4
+    for (u32 t = 0; t < kItems; ++t) {
+      // A second read, from the cache: no array of counts stays live across the scan.
+      end += first + t < tile_n ? src.units(base + first + t) : 0u;
+      if (first + t < tile_n) ends[first + t] = end;
     }
     g.barrier();
     for (u32 k = first_of(w, phase, S); k < total; k += S) {
