@@ -111,10 +111,11 @@ def test_unwritable_cache_dir_still_copies(tmp_path, make_cache):
 
 @needs_sycl
 def test_corrupt_cache_entries(tmp_path):
-    """Every file of a populated cache replaced by seeded garbage (at most 4 KiB each). The first SYCL call
-    may fail inside the SYCL runtime's cache reader (a garbage length: std::bad_alloc or length_error); the
-    error must then say to delete SYCL_CACHE_DIR. The runtime drops the entry, so the next call compiles
-    afresh and copies. The native path is unaffected throughout."""
+    """Every file of a populated cache replaced by seeded garbage (at most 4 KiB each). The SYCL runtime's
+    cache reader may then fail on a garbage length (std::bad_alloc, length_error) in every build of this
+    process and the next, since it keeps the entry it cannot read; the provider builds once more with
+    options the cache keys apart and says once per build to delete SYCL_CACHE_DIR. Every copy works, the
+    native one included."""
     cache = tmp_path / "cache"
     env = {"SYCL_CACHE_PERSISTENT": 1, "SYCL_CACHE_DIR": cache}
     assert all(r["ok"] for r in copies(env, tmp_path, ("sycl",)))
@@ -123,10 +124,9 @@ def test_corrupt_cache_entries(tmp_path):
     rng = random.Random(0)
     for path in entries:
         path.write_bytes(bytes(rng.randrange(256) for _ in range(min(path.stat().st_size, 4096) or 16)))
-    first_sycl, native, second_sycl = copies(env, tmp_path)
-    assert native["ok"], native
-    assert second_sycl["ok"], second_sycl
-    assert first_sycl["ok"] or "delete SYCL_CACHE_DIR" in first_sycl["error"], first_sycl
+    for _ in range(2):  # a second process finds the entry the first could not read
+        results = copies(env, tmp_path)
+        assert all(r["ok"] for r in results), results
 
 
 # ------------------------------------------------------------------------------- the OpenCL CPU runtime

@@ -62,6 +62,12 @@ auto source_bundle(const sycl::context& context) {
                                                    std::string(kBatchCopyKernelSource), syclexp::properties{headers});
 }
 
+// A build that failed reading SYCL's persistent kernel cache rather than compiling: the runtime does not drop
+// the entry it could not read, so the same build fails the same way in every process until it is deleted.
+struct CacheReadError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 auto built_from_source(const sycl::context& context, sycl::device device,
                        const std::vector<std::string>& options = {}) {
   if (!device.ext_oneapi_can_compile(syclexp::source_language::sycl)) {
@@ -80,7 +86,7 @@ auto built_from_source(const sycl::context& context, sycl::device device,
                                          "device for CPU tensors): ") +
                              e.what());
   } catch (const std::exception& e) {  // seen with a corrupt entry in SYCL's persistent kernel cache
-    throw std::runtime_error(std::string("xpu_state_copy: building the SYCL copy kernels failed (") + e.what() +
+    throw CacheReadError(std::string("xpu_state_copy: building the SYCL copy kernels failed (") + e.what() +
                              "); a corrupt persistent kernel cache does this: delete SYCL_CACHE_DIR (default "
                              "~/.cache/libsycl_cache) or set SYCL_CACHE_PERSISTENT=0");
   }
@@ -143,9 +149,18 @@ Kernels build_kernels(const sycl::context& context, sycl::device device) {
     }
   }
   const auto start = std::chrono::steady_clock::now();
-  Kernels k = kernels_from(built_from_source(context, device, kRuntimeBuildOptions), "");
-  record("sycl-source", start, why_source);
-  return k;
+  try {
+    Kernels k = kernels_from(built_from_source(context, device, kRuntimeBuildOptions), "");
+    record("sycl-source", start, why_source);
+    return k;
+  } catch (const CacheReadError& e) {
+    // Without kRuntimeBuildOptions the front end makes other SPIR-V bytes, which the cache keys apart from
+    // the entry it cannot read: the copy works, and the warning says how to stop paying for it.
+    std::fprintf(stderr, "%s; until then each process builds them once more with other options\n", e.what());
+    Kernels k = kernels_from(built_from_source(context, device), "");
+    record("sycl-source", start, "a persistent kernel cache entry could not be read");
+    return k;
+  }
 }
 
 std::vector<std::byte> spirv_from_source(const sycl::context& context, sycl::device device,
