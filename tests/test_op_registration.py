@@ -1,5 +1,8 @@
 """The op as torch sees it: opcheck, torch.compile keeps the copy, backend() reports what runs."""
+import os
 import random
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -62,3 +65,37 @@ def test_backend_names(monkeypatch):
 def test_cuda_backend_unavailable_says_why():
     with pytest.raises(xpu_state_copy.BackendUnavailable, match="built without CUDA"):
         xpu_state_copy.backend("cuda")
+
+
+# A fresh interpreter: whether importing us imports torch._dynamo, and whether the raw op still breaks a
+# graph when torch._dynamo is imported afterwards (the registration waits for that import).
+LAZY_DYNAMO = """
+import sys
+import torch
+import xpu_state_copy
+assert "torch._dynamo" not in sys.modules, "importing xpu_state_copy imported torch._dynamo"
+import torch._dynamo
+
+def step(src, dst, sizes, x):
+    torch.ops.xpu_state_copy.batch_memcpy(src, dst, sizes)
+    return x + 1
+
+arena = torch.zeros(64, dtype=torch.uint8)
+tables = (xpu_state_copy.pointer_table([arena[:8]]), xpu_state_copy.pointer_table([arena[32:]]), torch.tensor([8]))
+graphs = []
+
+def record(graph_module, example_inputs):
+    graphs.append(str(graph_module.graph))
+    return graph_module
+
+torch.compile(step, backend=record)(*tables, torch.ones(3))
+print("graphs", len(graphs), "with the copy", sum("batch_memcpy" in g for g in graphs))
+"""
+
+
+def test_dynamo_is_imported_only_by_whoever_compiles(tmp_path):
+    env = dict(os.environ, XPU_STATE_COPY_BACKEND="cpu")
+    run = subprocess.run([sys.executable, "-c", LAZY_DYNAMO], capture_output=True, text=True, env=env,
+                         cwd=tmp_path, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    assert "graphs 1 with the copy 0" in run.stdout, run.stdout + run.stderr[-3000:]

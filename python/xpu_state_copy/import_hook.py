@@ -1,6 +1,7 @@
 """Run functions on a module right after its body has run, whoever imports it. The vLLM plugin patches
 vllm.v1.worker.mamba_utils this way, without importing it (and vLLM's heavy imports) at registration, and
-starts building the kernels (prebuild) when it is imported."""
+starts building the kernels (prebuild) when it is imported; ops.py keeps the raw op out of torch.compile's
+graphs once torch._dynamo is imported, which our own import then need not do."""
 import importlib.abc
 import sys
 

@@ -1,10 +1,12 @@
 """Thin Python wrappers over the registered ops, and their fake implementations for torch.compile."""
 import functools
+import sys
 from typing import Optional, Sequence
 
 import torch
 
 from . import _loader  # noqa: F401  loads the compiled ops before anything refers to them
+from . import import_hook
 from . import validate
 
 _ops = torch.ops.xpu_state_copy
@@ -28,7 +30,7 @@ def batch_memcpy(src_ptrs: torch.Tensor, dst_ptrs: torch.Tensor, sizes: torch.Te
     eagerly, between the compiled code before and after it, and validate mode works there too.
     """
     if torch.compiler.is_compiling():
-        return _batch_memcpy_outside_graph(src_ptrs, dst_ptrs, sizes, bounds)
+        return _batch_memcpy_outside_graph()(src_ptrs, dst_ptrs, sizes, bounds)
     if bounds is not None or validate.requested():
         validate.validate_batch(src_ptrs, dst_ptrs, sizes, bounds)
     _ops.batch_memcpy(src_ptrs, dst_ptrs, sizes)
@@ -40,9 +42,22 @@ def batch_memcpy(src_ptrs: torch.Tensor, dst_ptrs: torch.Tensor, sizes: torch.Te
 # eagerly, then compiled code after it: eager order. (An effect token would order the op only against
 # other effectful ops, not against the tensor ops around it.) Only taken while compiling: the wrapper that
 # torch.compiler.disable adds cost 5 µs per eager call (torch 2.13, a shared 2-core x86 CPU).
-_batch_memcpy_outside_graph = torch.compiler.disable(batch_memcpy)
+@functools.cache
+def _batch_memcpy_outside_graph():
+    return torch.compiler.disable(batch_memcpy)
+
+
 # The same for the raw op called inside a compiled function: a graph break rather than a misplaced copy.
-torch._dynamo.disallow_in_graph(_ops.batch_memcpy)
+# Registered once torch._dynamo is imported (torch.compile imports it before tracing anything), not here:
+# importing it takes 0.8 s, half of a fresh process's first copy when it needs no compiler.
+def _keep_out_of_graphs(dynamo):
+    dynamo.disallow_in_graph(_ops.batch_memcpy)
+
+
+if "torch._dynamo" in sys.modules:
+    _keep_out_of_graphs(sys.modules["torch._dynamo"])
+else:
+    import_hook.install("torch._dynamo", _keep_out_of_graphs)
 
 
 STATE_KINDS = {"whole": 0, "conv_sd": 1, "conv_ds": 2}
