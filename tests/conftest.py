@@ -7,6 +7,7 @@ GPU runner's workflow does) to turn every "no XPU device" skip into a failure: a
 an environment whose torch is not an XPU build, then fails instead of passing on the CPU cases alone.
 """
 import os
+import sys
 
 import pytest
 import torch
@@ -36,6 +37,14 @@ def pytest_runtest_makereport(item, call):
         report.outcome = "failed"
         report.longrepr = f"XPU_STATE_COPY_REQUIRE_XPU=1 turns this skip into a failure: {reason}"
 
+
+
+@pytest.fixture
+def meta_path_without_hooks(monkeypatch):
+    """sys.meta_path for one test, without the import hooks installed before it (ops.py's, for
+    torch._dynamo, until something imports it): the test sees only the hooks it makes."""
+    from xpu_state_copy import import_hook
+    monkeypatch.setattr(sys, "meta_path", [f for f in sys.meta_path if not isinstance(f, import_hook.AfterImport)])
 
 def _sycl_cpu_skip():
     if SYCL_ORIGIN is not None or os.environ.get("XPU_STATE_COPY_REQUIRE_SYCL") == "1":

@@ -121,9 +121,8 @@ def test_each_plugin_starts_the_build_when_its_module_is_imported(monkeypatch, p
 
 
 @pytest.mark.parametrize("setting, active", [("0", True), ("", False)])
-def test_no_build_starts_when_switched_off_or_inactive(monkeypatch, setting, active):
+def test_no_build_starts_when_switched_off_or_inactive(monkeypatch, meta_path_without_hooks, setting, active):
     monkeypatch.setenv(prebuild.ENV_SWITCH, setting)
-    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
     started = []
     monkeypatch.setattr(prebuild, "start", lambda **kwargs: started.append(kwargs))
     plugin_switch.build_kernels_when_imported(lambda: (active, "test"), "json", logging.getLogger("test"))
@@ -131,9 +130,9 @@ def test_no_build_starts_when_switched_off_or_inactive(monkeypatch, setting, act
     assert started == [] and not any(isinstance(f, import_hook.AfterImport) for f in sys.meta_path)
 
 
-def test_the_build_starts_at_once_for_an_imported_module_and_hooks_one_not_yet_imported(monkeypatch):
+def test_the_build_starts_at_once_for_an_imported_module_and_hooks_one_not_yet_imported(
+        monkeypatch, meta_path_without_hooks):
     monkeypatch.delenv(prebuild.ENV_SWITCH, raising=False)
-    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
     started = []
     monkeypatch.setattr(prebuild, "start", lambda **kwargs: started.append(kwargs["log"].name))
     plugin_switch.build_kernels_when_imported(lambda: (True, "test"), "json", logging.getLogger("first"))

@@ -152,7 +152,8 @@ def test_register_never_raises(monkeypatch, caplog):
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="a real vLLM is installed here")
-def test_register_patches_mamba_utils_when_it_is_imported_later(tmp_path, monkeypatch):
+def test_register_patches_mamba_utils_when_it_is_imported_later(tmp_path, monkeypatch,
+                                                                meta_path_without_hooks):
     package = tmp_path / "vllm" / "v1" / "worker"
     package.mkdir(parents=True)
     for directory in (tmp_path / "vllm", tmp_path / "vllm" / "v1", package):
@@ -160,7 +161,6 @@ def test_register_patches_mamba_utils_when_it_is_imported_later(tmp_path, monkey
     (package / "mamba_utils.py").write_text(textwrap.dedent(UNSAFE))
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv(vllm_plugin.ENV_SWITCH, "1")
-    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
     for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
         monkeypatch.delitem(sys.modules, name)
     vllm_plugin.register()
