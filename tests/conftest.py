@@ -6,6 +6,7 @@ turn a missing SYCL CPU backend into a failure instead of a skip, and XPU_STATE_
 GPU runner's workflow does) to turn every "no XPU device" skip into a failure: a runner that lost its GPU, or
 an environment whose torch is not an XPU build, then fails instead of passing on the CPU cases alone.
 """
+import importlib.util
 import os
 import sys
 
@@ -21,7 +22,27 @@ NO_XPU = "no XPU device"  # the skip reason XPU_STATE_COPY_REQUIRE_XPU=1 turns i
 REQUIRE_XPU = os.environ.get("XPU_STATE_COPY_REQUIRE_XPU") == "1"
 
 
+def _import_triton_compiling():
+    """Triton decides whether its own library (tl.sum, tl.cdiv, ...) is interpreted or compiled when
+    triton.language is first imported, from TRITON_INTERPRET. The bench tests interpret their Triton peers
+    on CPU tensors with TRITON_INTERPRET=1; had they imported Triton first, every torch.compile test after
+    them on a GPU would compile kernels calling interpreted library functions, and fail. Importing it
+    here, with the variable unset, keeps the library compiled; the peers call only builtins, which
+    interpret either way."""
+    if importlib.util.find_spec("triton") is None:
+        return
+    interpret = os.environ.pop("TRITON_INTERPRET", None)
+    try:
+        import triton.language  # noqa: F401
+    except Exception:  # noqa: BLE001 - a Triton that cannot load is "no Triton" to the tests that use it
+        pass
+    finally:
+        if interpret is not None:
+            os.environ["TRITON_INTERPRET"] = interpret
+
+
 def pytest_sessionstart(session):
+    _import_triton_compiling()
     if REQUIRE_XPU and not HAS_XPU:
         why = ("torch is not an XPU build" if not (hasattr(torch, "xpu") and torch.xpu._is_compiled())
                else "torch.xpu.is_available() is False: check the GPU driver and ZE_AFFINITY_MASK")
