@@ -42,11 +42,11 @@ def _import_triton_compiling():
 
 
 def pytest_sessionstart(session):
-    _import_triton_compiling()
     if REQUIRE_XPU and not HAS_XPU:
         why = ("torch is not an XPU build" if not (hasattr(torch, "xpu") and torch.xpu._is_compiled())
                else "torch.xpu.is_available() is False: check the GPU driver and ZE_AFFINITY_MASK")
         pytest.exit(f"XPU_STATE_COPY_REQUIRE_XPU=1 but torch {torch.__version__} sees {NO_XPU} ({why})", returncode=1)
+    _import_triton_compiling()
 
 
 @pytest.hookimpl(hookwrapper=True)
