@@ -127,8 +127,9 @@ def check_sglang():
 
 
 def probe(device):
-    """Allocate on `device`, report its address, and copy a few entries (one an overlapping shift)."""
-    from .. import as_unsigned, batch_memcpy, pointer_table
+    """Allocate on `device`, report its address, copy a few entries (one an overlapping shift), and the grid
+    each SYCL kernel is launched with there (None where no SYCL kernel serves the device)."""
+    from .. import _loader, as_unsigned, batch_memcpy, pointer_table
 
     base = torch.arange(4096, dtype=torch.uint8, device=device)
     table = pointer_table([base])
@@ -141,7 +142,8 @@ def probe(device):
     batch_memcpy(sources, destinations, torch.tensor([1000, 900], dtype=torch.int32, device=device))
     return {"device": str(device), "address": hex(address), "address_has_bit_63": address >= HIGH_BIT,
             "pointer_table_exact": address == base.data_ptr() % (1 << 64),
-            "selftest_ok": bool(torch.equal(base.cpu(), expected.cpu()))}
+            "selftest_ok": bool(torch.equal(base.cpu(), expected.cpu())),
+            "launches": _guard(_loader.kernel_launches, device)}
 
 
 def problems(report):
@@ -228,6 +230,13 @@ def _text(report):
     lines.append(f"probe on {probe_result.get('device')}: address {probe_result.get('address')} "
                  f"(bit 63 set: {probe_result.get('address_has_bit_63')}), self-test "
                  f"{'ok' if probe_result.get('selftest_ok') else 'FAILED ' + probe_result.get('error', '')}")
+    launches = probe_result.get("launches")
+    if isinstance(launches, dict):  # the query failed
+        lines.append(f"  kernel grids: {launches.get('error')}")
+    for launch in launches if isinstance(launches, list) else []:
+        source = ("the runtime's resident-group count" if launch["resident_groups"] is not None else
+                  f"the device: {launch['hw_threads'] or 'no'} hardware threads, {launch['compute_units']} compute units")
+        lines.append(f"  {launch['kernel']}: {launch['groups']} work-groups of {launch['local']} (from {source})")
     image = report.get("device_image", {})
     shipped = image.get("shipped")
     lines.append(f"device image         {'%d B of SPIR-V' % shipped['bytes'] if shipped else 'none shipped'}; "
