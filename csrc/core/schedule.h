@@ -6,8 +6,7 @@
 // the launch goes to sub-group k mod S (S sub-groups in all). A huge entry is then spread over the whole
 // device, many small ones a few to each sub-group, and no sub-group copies more than one unit above any
 // other. The grid is one resident grid (the launchers size it from the device), so every sub-group runs
-// from launch to end. (The table schedule first hands half the grid one unit each without a scan, and
-// deals the rest round-robin from the other half: see run_tiles.)
+// from launch to end.
 //
 // The Group adapter each backend supplies (SyclGroup, CudaGroup, the host tests' HostLane):
 //   group_id, num_groups, local_id, local_size, sg_id, num_sgs, sg_lane, sg_size: u32 ids and counts;
@@ -53,120 +52,66 @@ XSC_FN u32 find_entry(const G& g, const Ends& ends, u32 n, u32 r) {
   return lo;
 }
 
-// Sub-groups 0 .. direct_subgroups(S) - 1 of the table schedule each copy one unit before any scan: slot w
-// is unit w / m of entry w % m (m: the entries, at most that many), so that half the grid is copying one
-// trip to the tables after launch and the memory is busy while the other half scans. The other half takes
-// the units left over first: no sub-group waits for its own direct unit before its first unit of the rest.
-XSC_FN u32 direct_subgroups(u32 S) { return S / 2; }
-
-// Direct slots of entry e (slots_of) for m = min(n, D) entries taking D slots: per = D / m each, one more
-// for the first D mod m; none for entries from m on.
-struct DirectSlots {
-  u32 m, per, extra;
-  XSC_FN u32 of(i64 e) const { return e < (i64)m ? per + (e < (i64)extra ? 1u : 0u) : 0u; }
-};
-XSC_FN DirectSlots direct_slots(i64 n, u32 D) {
-  const u32 m = n < (i64)D ? (u32)n : D;
-  return m == 0 ? DirectSlots{0, 0, 0} : DirectSlots{m, D / m, D % m};
-}
-
-// The table schedule (batch_memcpy): entries of any size. First the direct units (above), taken without a
-// scan. Then, per tile of local_size() * kItems entries, a group scan of their units after the direct ones
-// puts the running totals in local memory; each sub-group copies its units of the tile, finding each one's
-// entry there, dealt on from sub-group D (the first without a direct unit). Every group scans every tile
-// (the tables are read from the cache), so no group waits for another and no counter in global memory is
-// needed. One copy_unit call serves both passes (pass base == -1 is the direct one).
+// The table schedule (batch_memcpy): entries of any size. Per tile of local_size() * kItems entries, a group
+// scan of their unit counts puts the running totals in local memory; each sub-group then copies its units of
+// the tile, finding each one's entry there. Every group scans every tile (the tables are read from the
+// cache), so no group waits for another and no counter in global memory is needed.
 template <class G>
 XSC_FN void run_tiles(const G& g, const PointerTableSource& src) {
   const i64 n = src.count();
-  if (n <= 0) return;
   const u32 tile = g.local_size() * kItems, S = subgroup_count(g), w = subgroup_index(g);
   const u32 first = g.local_id() * kItems;
-  const u32 D = direct_subgroups(S);
-  const DirectSlots slots = direct_slots(n, D);
   u32* ends = g.table();
-  u32 phase = D;  // the sub-group that copies the tile's first unit: (D + units of the tiles before) mod S
-  for (i64 base = -1; base < n; base = base < 0 ? 0 : base + tile) {
-    const u32 tile_n = base < 0 ? 0u : n - base < (i64)tile ? (u32)(n - base) : tile;
-    u32 total = D;  // the direct pass: sub-group w < D copies slot w
-    if (base >= 0) {
-      // Each work-item's units after the direct ones, kept in local memory for the running totals below
-      // (a second read of the tables would be another trip to memory). Unrolled by 4: a work-item's size
-      // loads go four at a time (by 8, the 64-bit addresses spill on dg2, which emulates 64-bit arithmetic).
-      u32 units = 0;
+  u32 phase = 0;  // the sub-group that copies the tile's unit 0: (units of the tiles before) mod S
+  for (i64 base = 0; base < n; base += tile) {
+    const u32 tile_n = n - base < (i64)tile ? (u32)(n - base) : tile;
+    // Unrolled by 4: a work-item's size loads go four at a time rather than one after another (by 8, the
+    // 64-bit addresses of the loads spill on dg2, which emulates 64-bit integer arithmetic).
+    u32 units = 0;
 #pragma unroll 4
-      for (u32 t = 0; t < kItems; ++t) {
-        u32 u = 0;
-        if (first + t < tile_n) {
-          const i64 e = base + first + t;
-          const u32 all = src.units(e), done = slots.of(e);
-          u = all > done ? all - done : 0u;
-        }
-        ends[first + t] = u;
-        units += u;
-      }
-      u32 end = g.exclusive_scan(units, &total);
-      for (u32 t = 0; t < kItems; ++t) {  // this work-item's own entries of local memory: no barrier
-        end += ends[first + t];
-        ends[first + t] = end;
-      }
-      g.barrier();
+    for (u32 t = 0; t < kItems; ++t) units += first + t < tile_n ? src.units(base + first + t) : 0u;
+    u32 total = 0;
+    u32 end = g.exclusive_scan(units, &total);
+#pragma unroll 4
+    for (u32 t = 0; t < kItems; ++t) {
+      // A second read, from the cache: no array of counts stays live across the scan.
+      end += first + t < tile_n ? src.units(base + first + t) : 0u;
+      if (first + t < tile_n) ends[first + t] = end;
     }
-    for (u32 k = base < 0 ? w : first_of(w, phase, S); k < total; k += S) {
-      i64 e;
-      u32 unit;
-      if (base < 0) {
-        e = w % slots.m;
-        unit = w / slots.m;
-      } else {
-        const u32 f = find_entry(g, [ends](u32 i) { return ends[i]; }, tile_n, k);
-        e = base + f;
-        unit = slots.of(e) + k - (f > 0 ? ends[f - 1] : 0u);
-      }
-      copy_unit(g, src.span(e), unit);
+    g.barrier();
+    for (u32 k = first_of(w, phase, S); k < total; k += S) {
+      const u32 e = find_entry(g, [ends](u32 i) { return ends[i]; }, tile_n, k);
+      copy_unit(g, src.span(base + e), k - (e > 0 ? ends[e - 1] : 0u));
     }
-    if (base >= 0) {
-      g.barrier();  // the totals are rewritten for the next tile
-      phase = (u32)(((u64)phase + total) % S);
-    }
+    g.barrier();  // the totals are rewritten for the next tile
+    phase = (u32)(((u64)phase + total) % S);
   }
 }
 
 // The row schedule (copy_states_, spec-decode): rows of the same states. Unit v of a row lies in the state
-// whose running unit bound passes v: the group first copies the states' bounds from the plan into local
-// memory (up to kTableEntries states; more are searched in the plan itself), so that finding a unit's state
-// costs no trip to memory. Each sub-group walks the rows in order, sg_size() at a time: each work-item reads
-// one row's inputs (the first rows' before the group barrier, so that their trip to memory overlaps the
-// bounds'), and the rows that copy are taken in turn, their units numbered on from the copying rows before
-// them (a row that copies nothing takes no unit: a spec-decode step where a few of many rows copy deals out
-// only theirs). A unit past a state's actual units (a shifted conv state's last) copies nothing.
+// whose running unit bound passes v, read from the plan, so no scan is needed. Each sub-group walks the rows
+// in order, sg_size() at a time: each work-item reads one row's inputs, and the rows that copy are taken in
+// turn, their units numbered on from the copying rows before them (a row that copies nothing takes no unit:
+// a spec-decode step where a few of many rows copy deals out only theirs). A unit past a state's actual
+// units (a shifted conv state's last) copies nothing.
 template <class G, class Source>
 XSC_FN void run_rows(const G& g, const Source& src) {
   const i64 rows = src.row_count();
   const u32 per_row = src.units_per_row(), states = (u32)src.states;
   if (per_row == 0) return;
   const u32 S = subgroup_count(g), w = subgroup_index(g), lanes = g.sg_size(), lane = g.sg_lane();
-  auto row_inputs = [&](i64 base) {
-    return base + lane < rows ? src.row_of(base + lane) : RowOf{-1, -1, -1, -1};
-  };
-  RowOf mine = row_inputs(0);
-  u32* bounds = g.table();
-  const bool local = states <= kTableEntries;
-  if (local)
-    for (u32 i = g.local_id(); i < states; i += g.local_size()) bounds[i] = src.units_end(i);
-  g.barrier();
-  auto bound = [&](u32 i) { return local ? bounds[i] : src.units_end(i); };
   const u32 per_row_phase = per_row % S;
   u32 phase = 0;  // the sub-group that copies the next copying row's unit 0
   for (i64 base = 0; base < rows; base += lanes) {
-    if (base > 0) mine = row_inputs(base);
-    const bool copies = base + lane < rows && src.copies(mine);
+    const bool mine_exists = base + lane < rows;
+    const RowOf mine = mine_exists ? src.row_of(base + lane) : RowOf{-1, -1, -1, -1};
+    const bool copies = mine_exists && src.copies(mine);
     for (u32 l = g.sg_min(copies ? lane : lanes); l < lanes; l = g.sg_min(copies && lane > l ? lane : lanes)) {
       const RowOf row{(int)g.sg_shuffle((u32)mine.a, l), (int)g.sg_shuffle((u32)mine.b, l),
                       (int)g.sg_shuffle((u32)mine.c, l), (int)g.sg_shuffle((u32)mine.d, l)};
       for (u32 k = first_of(w, phase, S); k < per_row; k += S) {
-        const u32 j = find_entry(g, bound, states, k);
-        copy_unit(g, src.span(row, j), k - (j > 0 ? bound(j - 1) : 0u));
+        const u32 j = find_entry(g, [&src](u32 i) { return src.units_end(i); }, states, k);
+        copy_unit(g, src.span(row, j), k - (j > 0 ? src.units_end(j - 1) : 0u));
       }
       phase += per_row_phase;
       if (phase >= S) phase -= S;

@@ -85,8 +85,7 @@ __global__ void __launch_bounds__(kThreads) copy_states_kernel(const xsc::i64* p
                                                                const void* src_blocks, const void* dst_blocks,
                                                                const void* shifts, int ids_are_64bit,
                                                                xsc::i64 requests) {
-  __shared__ xsc::u32 bounds[xsc::kTableEntries];
-  xsc::run_rows(CudaGroup{bounds, nullptr},
+  xsc::run_rows(CudaGroup{nullptr, nullptr},
                 xsc::StatePlanSource{plan, states, src_blocks, dst_blocks, shifts, ids_are_64bit, requests});
 }
 
@@ -94,7 +93,6 @@ __global__ void __launch_bounds__(kThreads) copy_states_kernel(const xsc::i64* p
 // (no entry reads them), then the copies.
 __global__ void __launch_bounds__(kThreads) spec_decode_kernel(xsc::SpecDecodeSource source, int* counts_out,
                                                                int copy_rest) {
-  __shared__ xsc::u32 bounds[xsc::kTableEntries];
   if (counts_out != nullptr) {
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x; row < source.rows; row += stride) {
@@ -104,7 +102,7 @@ __global__ void __launch_bounds__(kThreads) spec_decode_kernel(xsc::SpecDecodeSo
       if (slot >= 0) counts_out[slot] = value;
     }
   }
-  xsc::run_rows(CudaGroup{bounds, nullptr}, source);
+  xsc::run_rows(CudaGroup{nullptr, nullptr}, source);
 }
 
 }  // namespace xsc_cuda

@@ -80,8 +80,7 @@ CachedKernels prepared(const sycl::queue& queue) {
   cache().push_back(CachedKernels{
       context, device,
       launchable(queue, k.batch_memcpy, "xsc_batch_memcpy", xsc::kTableEntries * sizeof(xsc::u32)),
-      launchable(queue, k.copy_states, "xsc_copy_states", xsc::kTableEntries * sizeof(xsc::u32)),
-      launchable(queue, k.spec_decode, "xsc_spec_decode", xsc::kTableEntries * sizeof(xsc::u32))});
+      launchable(queue, k.copy_states, "xsc_copy_states", 0), launchable(queue, k.spec_decode, "xsc_spec_decode", 0)});
   return cache().back();
 }
 
