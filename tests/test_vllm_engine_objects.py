@@ -1,0 +1,55 @@
+"""The objects a running vLLM engine hands the plugin, which vLLM's own unit tests never build: a forward context
+whose attention layers hold their KV cache as one tensor (next to Mamba layers holding a tuple of states, and
+one laid over a Mamba pool's memory, as vLLM's hybrid allocator does), validate mode over such a context, a
+do_mamba_copy_block or batch_memcpy wrapped by a profiler without __wrapped__, and the log line naming the
+backend that serves. On the stand-ins of test_vllm_plugin_unit (the V1 copy path) and test_vllm_fused_recognition
+(0.34's fused context); tests/vllm_releases runs the attention layers against the real releases."""
+import functools
+import logging
+import weakref
+
+import pytest
+import torch
+
+from test_vllm_fused_recognition import STAND_IN, _Layer, int32
+from test_vllm_plugin_unit import FIXED, UNSAFE, load
+from xpu_state_copy import UnsafeBatch, backend, pointer_table
+from xpu_state_copy.vllm import plugin as vllm_plugin
+
+LOGGER = "vllm.xpu_state_copy"
+PRECOPY = (2, int32(2, 5), int32(0, -1), int32(1, 0), int32(0, 1))  # request 0: column 0 -> 2, one token shift
+# Like vLLM, the stand-in's context reads only its Mamba group's layers out of the forward context.
+ENGINE_LIKE = STAND_IN.replace("for layer in forward_context.values() for state in layer.kv_cache",
+                               "for name, layer in forward_context.items() if name.endswith('linear_attn') "
+                               "for state in layer.kv_cache")
+
+
+def warnings_of(caplog):
+    return [r.getMessage() for r in caplog.records if r.name == LOGGER and r.levelno >= logging.WARNING]
+
+
+def engine_forward_context(conv, temporal):
+    """An engine's forward context: an attention cache over the conv pool's memory with its block stride first,
+    the Mamba layer's states as a tuple, an attention layer with a cache of its own, a layer with none."""
+    over_conv = conv.as_strided((conv.shape[0], conv[0].numel()), (conv.stride(0), 1))
+    return {"model.layers.0.self_attn": _Layer(over_conv), "model.layers.1.linear_attn": _Layer((conv, temporal)),
+            "model.layers.2.self_attn": _Layer(torch.randn(8, 2, 4, 2)), "model.layers.3.mlp": _Layer(None)}
+
+
+def test_attention_layers_holding_one_tensor_leave_the_spec_decode_copies_ours(tmp_path, caplog):
+    module = load(tmp_path, ENGINE_LIKE, "engine_like_stand_in")
+    assert vllm_plugin.patch_mamba_utils(module)
+    conv, temporal = torch.randn(8, 4, 2), torch.randn(8, 3)
+    context = module.MambaSpecDecodeGPUContext()
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        context.initialize_from_forward_context(None, engine_forward_context(conv, temporal), None,
+                                                [torch.arange(8, dtype=torch.int32).view(2, 4)])
+        expected_conv, expected_temporal = conv.clone(), temporal.clone()
+        expected_conv[2, :3] = conv[0, 1:]
+        expected_temporal[2] = temporal[1]  # a whole state reads column src + bias
+        context.run_fused_precopy(*PRECOPY)
+    assert warnings_of(caplog) == []
+    plan = context.__dict__["_xsc_plan"]
+    assert plan.states[0] is conv and plan.states[1] is temporal  # not the attention view at conv's address
+    assert module.precopy_mamba_align_fused_kernel.launches == []  # ours ran, not vLLM's kernel
+    assert torch.equal(conv, expected_conv) and torch.equal(temporal, expected_temporal)
