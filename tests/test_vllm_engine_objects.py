@@ -53,3 +53,50 @@ def test_attention_layers_holding_one_tensor_leave_the_spec_decode_copies_ours(t
     assert plan.states[0] is conv and plan.states[1] is temporal  # not the attention view at conv's address
     assert module.precopy_mamba_align_fused_kernel.launches == []  # ours ran, not vLLM's kernel
     assert torch.equal(conv, expected_conv) and torch.equal(temporal, expected_temporal)
+
+
+@pytest.fixture
+def fresh_bounds(monkeypatch):
+    monkeypatch.setenv("XPU_STATE_COPY_VALIDATE", "1")
+    monkeypatch.setattr(vllm_plugin, "_state_bounds", weakref.WeakValueDictionary())
+    monkeypatch.setattr(vllm_plugin, "_unbounded", [], raising=False)  # raising: run on the code before, too
+
+
+def test_validate_mode_reads_attention_layers_and_still_refuses_a_copy_outside_the_pools(tmp_path, fresh_bounds):
+    module = load(tmp_path, UNSAFE, name="validated_engine_stand_in")
+    assert vllm_plugin.RECORD_STATE_BOUNDS in vllm_plugin.patch_mamba_utils(module)
+    conv, ssm = torch.randn(8, 4, 2), torch.randn(8, 3)
+    module.collect_mamba_copy_meta(None, forward_context=engine_forward_context(conv, ssm))  # must not raise
+    expected = ssm.clone()
+    expected[3] = ssm[1]
+    sizes = torch.tensor([ssm[0].nbytes], dtype=torch.int32)
+    module.do_mamba_copy_block((pointer_table([ssm[1]]), pointer_table([ssm[3]]), sizes))
+    assert torch.equal(ssm, expected)
+    stray = torch.zeros(3)  # no layer's pool: a copy into it is refused before any byte moves
+    with pytest.raises(UnsafeBatch, match=r"entry 0: destination range .* lies outside every bound tensor"):
+        module.do_mamba_copy_block((pointer_table([ssm[1]]), pointer_table([stray]), sizes))
+    assert int(stray.count_nonzero()) == 0
+
+
+def test_validate_mode_never_raises_from_its_bookkeeping(tmp_path, fresh_bounds, caplog):
+    """A kv_cache it cannot read: collect runs as vLLM's, one warning, copies checked without bounds (a pool it
+    missed is no error) but still for overlaps."""
+    module = load(tmp_path, UNSAFE, name="unreadable_engine_stand_in")
+    vllm_plugin.patch_mamba_utils(module)
+    ssm = torch.randn(8, 3)
+    unreadable = {"model.layers.0.linear_attn": _Layer({"conv": ssm}), "model.layers.1.self_attn": _Layer(ssm)}
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        for _ in range(2):
+            module.collect_mamba_copy_meta(None, forward_context=unreadable)
+        module.collect_mamba_copy_meta(None, "not a forward context")
+    said = warnings_of(caplog)
+    assert len(said) == 1 and "layer model.layers.0.linear_attn's kv_cache is a dict" in said[0], said
+    missed = torch.randn(4, 3)  # a pool only the unreadable layer could have named
+    expected = missed.clone()
+    expected[2] = missed[0]
+    sizes = torch.tensor([missed[0].nbytes], dtype=torch.int32)
+    module.do_mamba_copy_block((pointer_table([missed[0]]), pointer_table([missed[2]]), sizes))
+    assert torch.equal(missed, expected)
+    with pytest.raises(UnsafeBatch, match="overlap"):
+        module.do_mamba_copy_block((pointer_table([missed[0], missed[1]]), pointer_table([missed[2], missed[2]]),
+                                    sizes.repeat(2)))

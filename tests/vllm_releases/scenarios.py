@@ -48,6 +48,9 @@ def build_cache(high_addresses=False):
                            kv_cache_groups=[KVCacheGroupSpec(layer_names=list(LAYERS), kv_cache_spec=spec)])
     view = (lambda t: t.as_subclass(HighAddressTensor)) if high_addresses else (lambda t: t)
     forward_context = {name: types.SimpleNamespace(kv_cache=[view(t) for t in ts]) for name, ts in states.items()}
+    # An attention layer, as an engine binds it: its kv_cache one tensor (vLLM's copy code reads only the
+    # Mamba layers; the plugin's validate mode reads them all).
+    forward_context["model.layers.1.self_attn"] = types.SimpleNamespace(kv_cache=torch.zeros(NUM_BLOCKS, 2, 16, 8))
     funcs = (layer_utils.get_conv_copy_spec, layer_utils.get_temporal_copy_spec)
     if hasattr(layer_utils, "MambaStateCopyFuncsByType"):  # newer releases key the functions by Mamba type
         funcs = {spec.mamba_type: funcs}

@@ -29,6 +29,7 @@ from .. import plugin_switch, validate
 from ..pointers import as_signed
 from .compat import MAMBA_UTILS, inspect_mamba_utils
 from .aligned_indices import METHOD as ALIGNED_METHOD, replace_aligned_indices
+from .kv_caches import layer_kv_cache
 from .log import logger
 from .spec_decode import ensure_recording_initialiser, replace_fused_copies
 
@@ -112,24 +113,42 @@ def _with_uint64_pointer_tables(create):
 
 
 # Every state tensor vLLM's copy planner has handed over (validate mode only); weak, so pools that vLLM
-# frees are forgotten.
+# frees are forgotten. Once a forward context could not be read whole, the recorded tensors may miss a pool a
+# copy rightly targets: from then on copies are validated without bounds (why in _unbounded, said once).
 _state_bounds = weakref.WeakValueDictionary()
+_unbounded = []
+
+
+def _record_state_bounds(forward_context):
+    """Remember the tensors of every layer's kv_cache; returns why some could not be read, or None."""
+    if not isinstance(forward_context, dict):
+        return f"its forward_context is a {type(forward_context).__name__}, not a dict of layers"
+    unread = []
+    for name, layer in forward_context.items():
+        tensors, why = layer_kv_cache(layer)
+        for state in tensors:
+            _state_bounds[id(state)] = state
+        if why:
+            unread.append(f"layer {name}'s kv_cache {why}")
+    return "; ".join(unread) or None
 
 
 def _recording_state_bounds(collect):
-    """collect_mamba_copy_meta, also remembering the state tensors of the layers in its forward_context."""
+    """collect_mamba_copy_meta, also remembering the state tensors of the layers in its forward_context. Its
+    bookkeeping never raises into vLLM: what it cannot read turns the bounds check off, with one warning."""
     signature = inspect.signature(collect)
 
     @functools.wraps(collect)
     def collect_and_record(*args, **kwargs):
         try:
-            forward_context = signature.bind_partial(*args, **kwargs).arguments.get("forward_context") or {}
-            for layer in forward_context.values():
-                for state in getattr(layer, "kv_cache", None) or ():
-                    if hasattr(state, "untyped_storage"):
-                        _state_bounds[id(state)] = state
-        except (TypeError, AttributeError):  # not called as read (or no dict): vLLM's call decides, unrecorded
-            pass
+            why = _record_state_bounds(signature.bind_partial(*args, **kwargs).arguments.get("forward_context"))
+        except Exception as error:  # not called as read: vLLM's call decides, unrecorded
+            why = f"{type(error).__name__}: {error}"
+        if why and not _unbounded:
+            _unbounded.append(why)
+            logger.warning("xpu_state_copy: validate mode cannot tell vLLM's state pools from collect_mamba_copy_meta "
+                           "(%s); batch_memcpy still checks every batch for null, wrapping and overlapping entries, "
+                           "but no longer that it stays inside the pools", why)
         return collect(*args, **kwargs)
 
     setattr(collect_and_record, _MARK, True)
@@ -141,8 +160,8 @@ def _routed_batch_memcpy(vllm_batch_memcpy):
 
     def batch_memcpy_via_xpu_state_copy(src_ptrs, dst_ptrs, sizes):
         """vLLM's batch_memcpy contract (same tables, memmove per entry), served by xpu_state_copy."""
-        bounds = list(_state_bounds.values()) if validate.requested() and len(_state_bounds) else None
-        batch_memcpy(src_ptrs, dst_ptrs, sizes, bounds=bounds)
+        bounded = validate.requested() and len(_state_bounds) and not _unbounded
+        batch_memcpy(src_ptrs, dst_ptrs, sizes, bounds=list(_state_bounds.values()) if bounded else None)
 
     batch_memcpy_via_xpu_state_copy.vllm_original = vllm_batch_memcpy
     setattr(batch_memcpy_via_xpu_state_copy, _MARK, True)
