@@ -100,3 +100,26 @@ def test_validate_mode_never_raises_from_its_bookkeeping(tmp_path, fresh_bounds,
     with pytest.raises(UnsafeBatch, match="overlap"):
         module.do_mamba_copy_block((pointer_table([missed[0], missed[1]]), pointer_table([missed[2], missed[2]]),
                                     sizes.repeat(2)))
+
+
+@pytest.mark.parametrize("unsafe", [True, False], ids=["address-fix", "copies-only"])
+def test_the_log_line_names_the_backend_that_serves(tmp_path, caplog, unsafe):
+    module = load(tmp_path, UNSAFE if unsafe else FIXED, f"backend_{unsafe}_stand_in")
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        vllm_plugin.patch_mamba_utils(module)
+    line = next(r.getMessage() for r in caplog.records if "xpu_state_copy: patched vLLM" in r.getMessage())
+    assert "SYCL launch" not in line
+    assert f"copies run on xpu_state_copy's {backend('cpu')} backend for cpu" in line  # no XPU or CUDA here
+    assert ("bit 63" in line) is unsafe and line.endswith("XPU_STATE_COPY_VLLM=0 disables)")
+
+
+def test_the_log_line_says_when_no_backend_can_serve(monkeypatch):
+    import xpu_state_copy
+
+    def unavailable(device=None):
+        raise xpu_state_copy.BackendUnavailable("xpu_state_copy was built without SYCL")
+
+    monkeypatch.setattr(xpu_state_copy, "backend", unavailable)
+    said, missing = vllm_plugin.serving_backend()
+    assert missing and said == "no xpu_state_copy backend for cpu here, so its copies fail: " \
+                               "xpu_state_copy was built without SYCL"

@@ -176,6 +176,24 @@ UINT64_COPY_TABLES = "MambaCopyBuffers src_ptrs/dst_ptrs built as uint64"
 RECORD_STATE_BOUNDS = "collect_mamba_copy_meta records state tensors as copy bounds (XPU_STATE_COPY_VALIDATE=1)"
 
 
+def serving_backend():
+    """(what serves this process's copies, in words; True when nothing can): our backend for the device vLLM
+    copies on here, the XPU when torch sees one, else a CUDA GPU, else the CPU (xpu_state_copy.backend)."""
+    try:
+        import torch
+
+        from .. import BackendUnavailable, backend
+
+        device = ("xpu" if hasattr(torch, "xpu") and torch.xpu.is_available()
+                  else "cuda" if torch.cuda.is_available() else "cpu")
+        try:
+            return f"copies run on xpu_state_copy's {backend(device)} backend for {device}", False
+        except BackendUnavailable as error:
+            return f"no xpu_state_copy backend for {device} here, so its copies fail: {error}", True
+    except Exception as error:  # the log line must not stop vLLM either
+        return f"xpu_state_copy's backend unknown ({type(error).__name__}: {error})", True
+
+
 def planned_changes(layout):
     """What patch_mamba_utils changes for this layout, one phrase each (empty: nothing)."""
     if layout.unrecognised:
@@ -253,11 +271,12 @@ def patch_mamba_utils(module):
             except Exception as error:  # e.g. our compiled op missing: the other fixes still apply
                 skipped.append(f"{change} skipped: {type(error).__name__}: {error}")
         if applied or skipped:
-            why = ("XPU device addresses have bit 63 set and overflow int64 pointer tables"
-                   if layout.has_unsafe_pointer_writes else "state copies in one SYCL launch")
-            log = logger.warning if skipped else logger.info
+            serving, backend_missing = serving_backend()
+            why = ["XPU device addresses have bit 63 set and overflow int64 pointer tables"] \
+                if layout.has_unsafe_pointer_writes else []
+            log = logger.warning if skipped or backend_missing else logger.info
             log("xpu_state_copy: patched vLLM %s: %s (%s; %s=0 disables)", layout.version,
-                "; ".join(applied + skipped) or "nothing", why, ENV_SWITCH)
+                "; ".join(applied + skipped) or "nothing", "; ".join(why + [serving]), ENV_SWITCH)
         return applied
     except Exception as error:  # vLLM must start even if this plugin is wrong about it
         logger.warning("xpu_state_copy: could not patch vLLM's mamba_utils (%s: %s); patched nothing",
