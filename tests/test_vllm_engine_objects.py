@@ -102,6 +102,80 @@ def test_validate_mode_never_raises_from_its_bookkeeping(tmp_path, fresh_bounds,
                                     sizes.repeat(2)))
 
 
+def timed(function, calls):
+    """A profiler's wrapper, written without functools.wraps: no __wrapped__."""
+    def timer(*args, **kwargs):
+        calls.append(function.__name__)
+        return function(*args, **kwargs)
+    return timer
+
+
+class CountingCall:
+    """Another plugin's wrapper: a callable object holding the original as an attribute."""
+
+    def __init__(self, function, calls):
+        self.inner, self.calls = function, calls
+
+    def __call__(self, *args):
+        self.calls.append("counted")
+        return self.inner(*args)
+
+
+_REGISTRY = {}  # where the wrappers below find their originals, at call time: nothing in them leads there
+
+
+def opaque(*args):
+    return _REGISTRY["do_mamba_copy_block"](*args)
+
+
+def opaque_copy(*args):
+    _REGISTRY["copies"].append(args)
+    return _REGISTRY["batch_memcpy"](*args)
+
+
+def shift_copy(module):
+    """do_mamba_copy_block of an overlapping left shift; True when our op made it (the stand-in's own
+    batch_memcpy raises)."""
+    state = torch.arange(64, dtype=torch.uint8)
+    expected = state.clone()
+    expected[0:30] = state[2:32]
+    module.do_mamba_copy_block((pointer_table([state[2:]]), pointer_table([state]),
+                                torch.tensor([30], dtype=torch.int32)))
+    return torch.equal(state, expected)
+
+
+@pytest.mark.parametrize("wrap", ["closure", "object", "functools.wraps"])
+def test_a_wrapped_do_mamba_copy_block_still_copies_through_ours(tmp_path, caplog, wrap):
+    module = load(tmp_path, UNSAFE, f"wrapped_{wrap.replace('.', '_')}_stand_in")
+    calls, original = [], module.do_mamba_copy_block
+    if wrap == "object":
+        module.do_mamba_copy_block = CountingCall(original, calls)
+    else:
+        module.do_mamba_copy_block = timed(original, calls)
+        if wrap == "functools.wraps":
+            module.do_mamba_copy_block = functools.wraps(original)(module.do_mamba_copy_block)
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        assert vllm_plugin.ROUTE_BATCH_MEMCPY in vllm_plugin.patch_mamba_utils(module)
+    assert warnings_of(caplog) == []  # the wrapper leads to vLLM's function: nothing to warn about
+    assert shift_copy(module) and len(calls) == 1
+
+
+def test_a_wrapper_leading_nowhere_is_routed_all_the_same_and_named(tmp_path, caplog):
+    module = load(tmp_path, UNSAFE, "opaque_stand_in")
+    _REGISTRY.update(do_mamba_copy_block=module.do_mamba_copy_block, batch_memcpy=module.batch_memcpy, copies=[])
+    module.do_mamba_copy_block, module.batch_memcpy = opaque, opaque_copy
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        applied = vllm_plugin.patch_mamba_utils(module)
+    assert vllm_plugin.ROUTE_BATCH_MEMCPY in applied and len(applied) == 3  # every fix still applies
+    said = warnings_of(caplog)
+    assert not any("does not recognise" in message for message in said)
+    assert len(said) == 2, said
+    assert f"do_mamba_copy_block is replaced by {__name__}.opaque" in said[0] and "functools.wraps" in said[0]
+    assert "its copies are ours as long as that wrapper calls vLLM's do_mamba_copy_block" in said[0]
+    assert f"batch_memcpy is replaced by {__name__}.opaque_copy" in said[1] and "no longer runs" in said[1]
+    assert shift_copy(module) and _REGISTRY["copies"] == []
+
+
 @pytest.mark.parametrize("unsafe", [True, False], ids=["address-fix", "copies-only"])
 def test_the_log_line_names_the_backend_that_serves(tmp_path, caplog, unsafe):
     module = load(tmp_path, UNSAFE if unsafe else FIXED, f"backend_{unsafe}_stand_in")

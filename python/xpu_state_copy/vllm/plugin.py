@@ -4,7 +4,8 @@ Loaded by vLLM in every process through the ``vllm.general_plugins`` entry point
 (or with XPU_STATE_COPY_VLLM=1; =0 turns it off) it waits until ``vllm.v1.worker.mamba_utils`` is imported
 and then, after reading that module's source (see vllm_compat):
   * routes its ``batch_memcpy`` (called by ``do_mamba_copy_block``; 0.22.1-0.33.0, the V1 runner) to ours:
-    one SYCL launch per step;
+    one launch per step, on the backend the log line names (SYCL on an XPU); a wrapper put on
+    ``do_mamba_copy_block`` first still calls vLLM's, which calls the routed one (wrappers);
   * where ``MambaSpecDecodeGPUContext`` stores raw ``data_ptr()`` values into int64 tables (0.22.1-0.28.0),
     runs that method with the tables standing behind a writer that stores the same 64 bits as int64
     (two's complement), so an XPU address (bit 63 set) no longer raises "Overflow when unpacking long long";
@@ -257,6 +258,8 @@ def patch_mamba_utils(module):
             logger.warning("xpu_state_copy: vLLM %s stores raw data_ptr() values into tables this plugin does "
                            "not make safe, where an XPU address (bit 63 set) can overflow or be misread: %s",
                            layout.version, "; ".join(layout.uncovered_pointer_stores))
+        for wrapped in layout.wrapped:
+            logger.warning("xpu_state_copy: vLLM %s's %s", layout.version, wrapped)
         for what, why in (("spec-decode copies stay on vLLM's Triton kernels (with the address fix where the "
                            "release needs it)", layout.fused_unrecognised),
                           (f"{ALIGNED_METHOD} stays on vLLM's Triton kernel (block tables read through their "
