@@ -11,10 +11,11 @@ import weakref
 import pytest
 import torch
 
-from test_vllm_fused_recognition import STAND_IN, _Layer, int32
+from test_vllm_fused_recognition import STAND_IN, _Layer, int32, patched_context
 from test_vllm_plugin_unit import FIXED, UNSAFE, load
 from xpu_state_copy import UnsafeBatch, backend, pointer_table
-from xpu_state_copy.vllm import plugin as vllm_plugin
+from xpu_state_copy.vllm import plugin as vllm_plugin, spec_decode
+from xpu_state_copy.vllm.pointer_stores import source_tree
 
 LOGGER = "vllm.xpu_state_copy"
 PRECOPY = (2, int32(2, 5), int32(0, -1), int32(1, 0), int32(0, 1))  # request 0: column 0 -> 2, one token shift
@@ -53,6 +54,31 @@ def test_attention_layers_holding_one_tensor_leave_the_spec_decode_copies_ours(t
     assert plan.states[0] is conv and plan.states[1] is temporal  # not the attention view at conv's address
     assert module.precopy_mamba_align_fused_kernel.launches == []  # ours ran, not vLLM's kernel
     assert torch.equal(conv, expected_conv) and torch.equal(temporal, expected_temporal)
+
+
+def test_planning_that_fails_is_no_plan_and_never_fails_vllms_initialiser(tmp_path, monkeypatch, caplog):
+    module, context, conv, temporal = patched_context(tmp_path, "replanned_stand_in")
+
+    def broken(*args):
+        raise RuntimeError("planning broke")
+
+    monkeypatch.setattr(spec_decode, "plan_context", broken)
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        context.initialize_from_forward_context(None, {"layer.0": _Layer((conv, temporal))}, None,
+                                                [torch.arange(8, dtype=torch.int32).view(2, 4)])
+        context.run_fused_precopy(*PRECOPY)
+    assert context.__dict__["_xsc_plan"] is None  # not the plan of the first initialisation
+    assert len(module.precopy_mamba_align_fused_kernel.launches) == 1  # vLLM's kernel
+    assert warnings_of(caplog) == ["xpu_state_copy: these stay on vLLM's kernels for this context: RuntimeError "
+                                   "while planning: planning broke"]
+
+
+def test_a_source_that_cannot_be_read_is_none_whatever_inspect_raises():
+    def looped():
+        pass
+
+    looped.__wrapped__ = looped  # inspect.unwrap raises ValueError
+    assert source_tree(looped) is None
 
 
 @pytest.fixture

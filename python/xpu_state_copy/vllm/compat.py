@@ -90,7 +90,7 @@ def installed_vllm_version() -> Optional[str]:
 def _source(obj) -> Optional[str]:
     try:
         return inspect.getsource(obj)
-    except (OSError, TypeError):
+    except Exception:  # OSError, TypeError, or a tokenizer error on an odd file: the source is unreadable
         return None
 
 
