@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import sys
 
+import setuptools
 import torch
 from setuptools import setup
 from setuptools.command.build_py import build_py
@@ -47,6 +48,12 @@ def sycl_prefix():
         if prefix and (pathlib.Path(prefix) / "include" / "sycl" / "sycl.hpp").exists():
             return pathlib.Path(prefix)
     return None
+
+
+def license_metadata():
+    """Apache-2.0 for setup(): an SPDX expression (License-Expression) where setuptools knows them (77 and newer,
+    which deprecate the free-text License field), the free text before that."""
+    return {"license_expression" if int(setuptools.__version__.split(".")[0]) >= 77 else "license": "Apache-2.0"}
 
 
 def rel(*parts):
@@ -167,11 +174,17 @@ def main():
             target.write_text('"""How this copy of xpu_state_copy was built (written by setup.py)."""\n'
                               f"BUILD_INFO = {pprint.pformat(info, sort_dicts=True)}\n")
 
-    base_build_ext = ce.BuildExtension.with_options(use_ninja=shutil.which("ninja") is not None)
-
-    class BuildExtWithDeviceImage(base_build_ext):
+    class BuildExtWithDeviceImage(ce.BuildExtension):
         """After the modules, the SPIR-V device image (device_image.py): the built package, run in a child
         process, compiles its embedded kernel source on the OpenCL CPU device and writes kernels.spv."""
+
+        def __init__(self, dist):
+            super().__init__(dist)
+            # Set here, not through BuildExtension.with_options(use_ninja=...): that passes use_ninja on to the
+            # command's constructor, and setuptools 77.0.x's build_ext derives from distutils' Command, whose
+            # constructor takes no keywords (TypeError while pip reads the metadata). Without ninja,
+            # BuildExtension's own default would warn and fall back; asking for it only when found keeps quiet.
+            self.use_ninja = shutil.which("ninja") is not None
 
         def run(self):
             super().run()
@@ -191,6 +204,7 @@ def main():
         package_data={"xpu_state_copy.benchmarks": ["*.cu"]},
         ext_modules=ext_modules,
         cmdclass={"build_ext": BuildExtWithDeviceImage, "build_py": BuildPyWithInfo},
+        **license_metadata(),
     )
 
 

@@ -43,13 +43,16 @@ inline size_t group_width(const KernelFacts& k, size_t widest) {
 
 // The grid: one resident grid, every group running from launch to end (the schedules deal units out
 // round-robin, so groups beyond what the device holds at once would only wait for a second wave).
-//  1. The runtime's own answer for the compiled kernel, where it gives one.
+//  1. The runtime's own answer for the compiled kernel, where it gives one: the launcher asks only on Level
+//     Zero, for on OpenCL SYCL answers 1 or 0 to a query the backend does not support.
 //  2. Else, on an Intel GPU, the device's hardware threads / the threads of one group (a SIMD16 thread
 //     runs 16 work-items). max_compute_units counts EUs (XVEs) there, not Xe-cores, so compute units times
 //     a per-unit factor overshoots several times: a pvc Xe-core has 8 XVEs of 8 threads (128 GRF), which
 //     hold 4 groups of 256 work-items (Intel's oneAPI GPU optimization guide, "Xe-HPC"; compute-runtime's
 //     hw_info files give the counts per device).
-//  3. Else (the OpenCL CPU device): two groups per compute unit.
+//  3. Else (the OpenCL CPU device): two groups per compute unit. There a compute unit is a worker thread
+//     and a work-group runs whole on one; a second group per worker lets one that finished its units take
+//     another while a busier core finishes its first.
 // A kernel whose local memory the device cannot give, or that the runtime says cannot run at this width,
 // is refused with the numbers, before anything is enqueued.
 inline LaunchPlan plan_launch(const KernelFacts& k, size_t local) {

@@ -58,11 +58,16 @@ Launchable launchable(const sycl::queue& queue, const sycl::kernel& kernel, cons
   f.hw_threads = hardware_threads(device);
   f.compute_units = device.get_info<sycl::info::device::max_compute_units>();
   const size_t local = group_width(f, xsc::kMaxGroupSize);
-  try {
-    f.resident_groups = kernel.ext_oneapi_get_info<syclexp::info::kernel_queue_specific::max_num_work_groups>(
-        queue, sycl::range<1>{local}, 0);
-  } catch (const sycl::exception&) {
-    f.resident_groups = KernelFacts::kUnknown;  // a backend without the query: the device's numbers decide
+  // Only Level Zero answers the resident-group query. On OpenCL the unified runtime reports it unsupported
+  // and SYCL returns 1 or 0 instead of throwing (intel-sycl-rt 2026.2 on the OpenCL CPU device: 1 for every
+  // kernel, which launched one work-group), so there the device's numbers decide.
+  if (queue.get_backend() == sycl::backend::ext_oneapi_level_zero) {
+    try {
+      f.resident_groups = kernel.ext_oneapi_get_info<syclexp::info::kernel_queue_specific::max_num_work_groups>(
+          queue, sycl::range<1>{local}, 0);
+    } catch (const sycl::exception&) {
+      f.resident_groups = KernelFacts::kUnknown;
+    }
   }
   return Launchable{kernel, f, plan_launch(f, local)};
 }
@@ -84,10 +89,11 @@ CachedKernels prepared(const sycl::queue& queue) {
   return cache().back();
 }
 
-// One nd_range launch over the resident grid, with `args` as the kernel's parameters.
+// One nd_range launch of `groups` work-groups (0: the plan's resident grid), with `args` as the kernel's
+// parameters.
 template <class... Args>
-sycl::event launch(sycl::queue& queue, const Launchable& l, Args... args) {
-  const size_t global = l.plan.groups * l.plan.local;
+sycl::event launch(sycl::queue& queue, const Launchable& l, size_t groups, Args... args) {
+  const size_t global = (groups ? groups : l.plan.groups) * l.plan.local;
   return queue.submit([&](sycl::handler& h) {
     h.set_args(args...);
     h.parallel_for(sycl::nd_range<1>{sycl::range<1>{global}, sycl::range<1>{l.plan.local}}, l.kernel);
@@ -106,24 +112,55 @@ std::vector<KernelLaunch> kernel_launches(const sycl::queue& queue) {
   return out;
 }
 
+namespace {
+
 // Argument types below match the kernels' parameters exactly: set_args copies them by value.
-sycl::event launch_batch_memcpy(sycl::queue& queue, const BatchMemcpyArgs& a) {
+sycl::event batch_memcpy_over(sycl::queue& queue, const BatchMemcpyArgs& a, size_t groups) {
   if (a.count == 0) return sycl::event();
-  return launch(queue, prepared(queue).batch_memcpy, reinterpret_cast<const unsigned long long*>(a.src_ptrs),
+  return launch(queue, prepared(queue).batch_memcpy, groups, reinterpret_cast<const unsigned long long*>(a.src_ptrs),
                 reinterpret_cast<const unsigned long long*>(a.dst_ptrs), a.sizes, a.sizes_are_64bit ? 1 : 0,
                 (long long)a.count);
 }
 
-sycl::event launch_copy_states(sycl::queue& queue, const CopyStatesArgs& a) {
+sycl::event copy_states_over(sycl::queue& queue, const CopyStatesArgs& a, size_t groups) {
   if (a.states == 0 || a.requests == 0) return sycl::event();
-  return launch(queue, prepared(queue).copy_states, reinterpret_cast<const long long*>(a.plan), (long long)a.states,
-                a.src_blocks, a.dst_blocks, a.shifts, a.ids_are_64bit ? 1 : 0, (long long)a.requests);
+  return launch(queue, prepared(queue).copy_states, groups, reinterpret_cast<const long long*>(a.plan),
+                (long long)a.states, a.src_blocks, a.dst_blocks, a.shifts, a.ids_are_64bit ? 1 : 0,
+                (long long)a.requests);
 }
+
+sycl::event spec_decode_over(sycl::queue& queue, const xsc::SpecDecodeSource& source, int* counts_out,
+                             bool copy_rest, size_t groups) {
+  if (source.rows == 0 || source.states == 0) return sycl::event();
+  return launch(queue, prepared(queue).spec_decode, groups, source, counts_out, copy_rest ? 1 : 0);
+}
+
+}  // namespace
+
+sycl::event launch_batch_memcpy(sycl::queue& queue, const BatchMemcpyArgs& a) { return batch_memcpy_over(queue, a, 0); }
+
+sycl::event launch_copy_states(sycl::queue& queue, const CopyStatesArgs& a) { return copy_states_over(queue, a, 0); }
 
 sycl::event launch_spec_decode(sycl::queue& queue, const xsc::SpecDecodeSource& source, int* counts_out,
                                bool copy_rest) {
-  if (source.rows == 0 || source.states == 0) return sycl::event();
-  return launch(queue, prepared(queue).spec_decode, source, counts_out, copy_rest ? 1 : 0);
+  return spec_decode_over(queue, source, counts_out, copy_rest, 0);
 }
+
+namespace testing {
+
+sycl::event launch_batch_memcpy(sycl::queue& queue, const BatchMemcpyArgs& a, size_t groups) {
+  return batch_memcpy_over(queue, a, groups);
+}
+
+sycl::event launch_copy_states(sycl::queue& queue, const CopyStatesArgs& a, size_t groups) {
+  return copy_states_over(queue, a, groups);
+}
+
+sycl::event launch_spec_decode(sycl::queue& queue, const xsc::SpecDecodeSource& source, int* counts_out,
+                               bool copy_rest, size_t groups) {
+  return spec_decode_over(queue, source, counts_out, copy_rest, groups);
+}
+
+}  // namespace testing
 
 }  // namespace xsc_sycl

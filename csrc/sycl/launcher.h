@@ -58,6 +58,16 @@ struct KernelLaunch {
 };
 std::vector<KernelLaunch> kernel_launches(const sycl::queue& queue);
 
+// For the C++ tests only (cpp_tests/test_launch_grids.cpp): the launches above over `groups` work-groups of
+// the plan's width instead of the plan's grid, so that every schedule runs over grids the device here would
+// not pick (one group, odd counts). No product code calls them; the grid is the launch plan's alone.
+namespace testing {
+sycl::event launch_batch_memcpy(sycl::queue& queue, const BatchMemcpyArgs& args, size_t groups);
+sycl::event launch_copy_states(sycl::queue& queue, const CopyStatesArgs& args, size_t groups);
+sycl::event launch_spec_decode(sycl::queue& queue, const xsc::SpecDecodeSource& source, int* counts_out,
+                               bool copy_rest, size_t groups);
+}  // namespace testing
+
 // "sycl-aot" or "sycl-jit": how this library obtains its kernels.
 const char* kernel_origin();
 

@@ -4,6 +4,7 @@
 
 #include "cpu_backend.h"
 #ifdef XSC_KERNEL_AOT
+#include "kernel_launches_py.h"
 #include "sycl_ops.h"
 #endif
 
@@ -20,6 +21,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("prepare_kernels", &xsc::prepare_sycl_kernels, pybind11::arg("device"),
         pybind11::call_guard<pybind11::gil_scoped_release>(),
         "Gets the kernels of a device ('cpu': the SYCL CPU device; 'xpu[:N]') ready now, without copying.");
+  xsc::def_kernel_launches(m);
 #else
   m.attr("built_with_sycl_aot") = false;
 #endif

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kernel_provider_jit.h"
+#include "kernel_launches_py.h"
 #include "launcher.h"
 #include "sycl_ops.h"
 
@@ -41,6 +42,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("prepare_kernels", &xsc::prepare_sycl_kernels, py::arg("device"),
         py::call_guard<py::gil_scoped_release>(),  // a build takes seconds; the caller's threads go on
         "Builds the kernels of a device ('cpu': the SYCL CPU device; 'xpu[:N]') now, without copying.");
+  xsc::def_kernel_launches(m);
   m.def("kernel_builds", [] {
     py::list out;
     for (const xsc_sycl::KernelBuild& b : xsc_sycl::kernel_builds()) {

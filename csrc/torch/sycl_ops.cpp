@@ -36,20 +36,22 @@ sycl::queue& sycl_cpu_queue() {
   return *queue;
 }
 
-void prepare_sycl_kernels(const std::string& device) {
+sycl::queue& sycl_queue_of(const std::string& device) {
   const c10::Device where(device);
-  if (where.is_cpu()) return xsc_sycl::prepare_kernels(sycl_cpu_queue());
+  if (where.is_cpu()) return sycl_cpu_queue();
 #ifdef XSC_WITH_TORCH_XPU
   if (where.is_xpu()) {
     // Any queue of the device's context would do (the kernels are kept per context and device); the current
     // stream's is the one torch has already made.
     const c10::DeviceIndex index = where.has_index() ? where.index() : -1;  // -1: the current device
-    return xsc_sycl::prepare_kernels(c10::xpu::getCurrentXPUStream(index).queue());
+    return c10::xpu::getCurrentXPUStream(index).queue();
   }
 #endif
-  XSC_CHECK(false, "prepare_kernels: device must be 'cpu' (the SYCL CPU device) or an XPU device",
+  XSC_CHECK(false, "device must be 'cpu' (the SYCL CPU device) or an XPU device",
             " this build runs SYCL kernels on, got '", device, "'");
 }
+
+void prepare_sycl_kernels(const std::string& device) { xsc_sycl::prepare_kernels(sycl_queue_of(device)); }
 
 namespace {
 

@@ -107,3 +107,21 @@ def backend(device=None) -> str:
                                      "not found at build time); rebuild on a CUDA machine")
         return "cuda"
     raise BackendUnavailable(f"no xpu_state_copy backend for device type {device.type!r}")
+
+
+def sycl_kernels_module(device):
+    """The extension module that launches SYCL kernels on `device` (_C in icpx builds, else _sycl_jit), or
+    None where another backend serves it (native CPU, CUDA). Raises BackendUnavailable as backend() does."""
+    origin = backend(device)
+    if origin not in ("sycl-jit", "sycl-aot"):
+        return None
+    return _C if origin == "sycl-aot" else _sycl_module
+
+
+def kernel_launches(device):
+    """The grid each SYCL kernel is launched with on `device`, building the kernels first if need be: a list
+    of {kernel, groups, local, resident_groups, sub_group, local_bytes, hw_threads, compute_units}
+    (resident_groups: the runtime's count, None where the device's backend does not answer it), or None
+    where no SYCL kernel serves the device."""
+    module = sycl_kernels_module(device)
+    return None if module is None else module.kernel_launches(str(torch.device(device)))

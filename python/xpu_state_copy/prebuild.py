@@ -32,10 +32,9 @@ def prepare(device):
     XPU_STATE_COPY_BACKEND=sycl sends CPU tensors to the SYCL CPU device. Raises BackendUnavailable when
     no backend serves the device here, and whatever the build raises."""
     device = torch.device(device)
-    origin = _loader.backend(device)
-    if origin not in ("sycl-jit", "sycl-aot"):
+    module = _loader.sycl_kernels_module(device)
+    if module is None:
         return False
-    module = _loader._C if origin == "sycl-aot" else _loader._sycl_module
     module.prepare_kernels(str(device))  # releases the GIL while it builds
     return True
 

@@ -118,9 +118,10 @@ def check_vllm(import_module):
 
 def check_sglang():
     """SGLang's version and our plugin for it; which copy_from it has, read from its source (not imported)."""
+    from .. import plugin_switch
     from ..sglang import plugin as sglang_plugin
 
-    version = _package_version("sglang")
+    version = plugin_switch.installed_version("sglang")
     info = _plugin(version, "sglang.srt.plugins", "SGLANG_PLUGINS", sglang_plugin.activation)
     if version is not None:
         info["copy_from"] = sglang_plugin.installed_copy_from()
@@ -128,8 +129,9 @@ def check_sglang():
 
 
 def probe(device):
-    """Allocate on `device`, report its address, and copy a few entries (one an overlapping shift)."""
-    from .. import as_unsigned, batch_memcpy, pointer_table
+    """Allocate on `device`, report its address, copy a few entries (one an overlapping shift), and the grid
+    each SYCL kernel is launched with there (None where no SYCL kernel serves the device)."""
+    from .. import _loader, as_unsigned, batch_memcpy, pointer_table
 
     base = torch.arange(4096, dtype=torch.uint8, device=device)
     table = pointer_table([base])
@@ -142,7 +144,8 @@ def probe(device):
     batch_memcpy(sources, destinations, torch.tensor([1000, 900], dtype=torch.int32, device=device))
     return {"device": str(device), "address": hex(address), "address_has_bit_63": address >= HIGH_BIT,
             "pointer_table_exact": address == base.data_ptr() % (1 << 64),
-            "selftest_ok": bool(torch.equal(base.cpu(), expected.cpu()))}
+            "selftest_ok": bool(torch.equal(base.cpu(), expected.cpu())),
+            "launches": _guard(_loader.kernel_launches, device)}
 
 
 def check_torch_pins():
@@ -245,6 +248,13 @@ def _text(report):
     lines.append(f"probe on {probe_result.get('device')}: address {probe_result.get('address')} "
                  f"(bit 63 set: {probe_result.get('address_has_bit_63')}), self-test "
                  f"{'ok' if probe_result.get('selftest_ok') else 'FAILED ' + probe_result.get('error', '')}")
+    launches = probe_result.get("launches")
+    if isinstance(launches, dict):  # the query failed
+        lines.append(f"  kernel grids: {launches.get('error')}")
+    for launch in launches if isinstance(launches, list) else []:
+        source = ("the runtime's resident-group count" if launch["resident_groups"] is not None else
+                  f"the device: {launch['hw_threads'] or 'no'} hardware threads, {launch['compute_units']} compute units")
+        lines.append(f"  {launch['kernel']}: {launch['groups']} work-groups of {launch['local']} (from {source})")
     image = report.get("device_image", {})
     shipped = image.get("shipped")
     lines.append(f"device image         {'%d B of SPIR-V' % shipped['bytes'] if shipped else 'none shipped'}; "
