@@ -4,8 +4,8 @@
 # install, not the source tree), then the self-test on the best available device.
 #   VENV=path           where the virtualenv goes (default: .venv in the repository)
 #   PYTHON=python3.x    the interpreter that creates it (default: python3)
-#   TORCH_SPEC=...      the torch to install (default: torch==2.13.0, which vLLM 0.22.1 - 0.33 pin for XPU;
-#                       vLLM 0.34.0 requires torch==2.14.0)
+#   TORCH_SPEC=...      the torch to install (default: torch==2.13.0, which vLLM 0.27 - 0.30 pin for XPU; the
+#                       pin of each release: python/xpu_state_copy/vllm/xpu_torch_pins.py)
 #   TORCH_INDEX_URL=... an extra package index for torch (e.g. PyTorch's XPU wheel index, with a +xpu TORCH_SPEC)
 #   SYCL_RT_VERSION     intel-sycl-rt / intel-opencl-rt version (default: the one torch pulled in, else 2026.2.0)
 #   WHEEL_DIR=path      where the wheel goes (default: $VENV/wheelhouse)

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite: pytest (every target this machine has, the XPU compile checks, the kernels compiled
-# by Intel's GPU compiler, the workflow lint)
-# and the C++ tests of the torch-free core (ctest, on the SYCL CPU device). Run scripts/setup.sh first: the
-# suite tests the wheel it installed.
+# The whole test suite (or the test files given): pytest (every target this machine has, the XPU compile
+# checks, the kernels compiled by Intel's GPU compiler, the workflow lint) and the C++ tests of the torch-free
+# core (ctest, on the SYCL CPU device). Run scripts/setup.sh first: the suite tests the wheel it installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
@@ -26,5 +25,14 @@ cmake -S . -B build/cmake -G Ninja -DSYCL_ROOT="$PREFIX" -DPython3_EXECUTABLE="$
 cmake --build build/cmake
 (cd build/cmake && ctest --output-on-failure)
 
-# Run from tests/ so the installed package, not the source tree, is what gets imported.
-"$PY" -m pytest -ra "$@" tests
+# Run from tests/ so the installed package, not the source tree, is what gets imported. pytest runs the test
+# paths given among the arguments (tests/test_x.py ...), else the whole of tests/.
+whole=tests
+previous=
+for arg in "$@"; do
+    case "$previous" in --ignore | --ignore-glob | --deselect | -k | -m | -p | -o | --junitxml) ;;
+        *) case "$arg" in tests/*) whole= ;; esac ;;
+    esac
+    previous=$arg
+done
+"$PY" -m pytest -ra "$@" ${whole:+"$whole"}

@@ -18,7 +18,7 @@ import xpu_state_copy
 from xpu_state_copy import _build, _loader
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-FAKE_TORCH = "2.12.0"  # a release no supported build is made for: never the torch under test
+FAKE_TORCH = "2.10.0"  # a release no supported build is made for: never the torch under test
 assert _build.release(torch.__version__) != FAKE_TORCH
 
 

@@ -79,3 +79,24 @@ def test_repro_reproduces_and_fixes_on_cpu(capsys):
     assert steps["copy"]["destinations_exact"] and steps["copy"]["bytes_match"] and steps["fixed"]
     assert repro.run(parse(repro, ["--device", "cpu"])) == 0
     assert "reproduced the crash and the fix works" in capsys.readouterr().out
+
+
+def test_doctor_names_the_wheel_for_the_torch_vllms_xpu_build_pins():
+    from xpu_state_copy.vllm.xpu_torch_pins import wheel_advice
+
+    off_pin = wheel_advice("0.34.0", "2.14.0+cpu", "2.14.0", "3.12")
+    assert off_pin["vllm_xpu_pins"] == "2.15.0" and '"torch==2.15.0+xpu"' in off_pin["fix"]
+    assert "wheel-sycl-jit-torch2.15.0-xpu-py3.12" in off_pin["fix"]
+    stale_build = wheel_advice("0.23.0", "2.11.0+xpu", "2.13.0+cpu", "3.11")
+    assert "wheel-sycl-jit-torch2.11.0-xpu-py3.11" in stale_build["fix"] and "built for torch 2.13.0" in stale_build["fix"]
+    assert wheel_advice("0.28.0", "2.13.0+xpu", "2.13.0+xpu", "3.12")["fix"] is None
+    unknown = wheel_advice("0.99.0", "2.13.0", "2.12.0", "3.12")
+    assert unknown["vllm_xpu_pins"] is None and "torch2.13.0" in unknown["fix"]
+    assert wheel_advice(None, "2.13.0", "2.13.0", "3.12")["fix"] is None
+
+
+def test_doctor_prints_the_torch_pin_lines(capsys):
+    doctor.run(parse(doctor, []))
+    out = capsys.readouterr().out
+    for heading in ("torch pinned", "torch installed      " + torch.__version__, "torch built for"):
+        assert heading in out

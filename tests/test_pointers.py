@@ -80,7 +80,7 @@ def test_int64_table_store_of_xpu_address_overflows_like_the_report():
 
 @pytest.mark.skipif(TORCH_FIXED_UINT64_SETITEM, reason="torch >= 2.14 accepts uint64 item assignment")
 def test_uint64_setitem_still_overflows_on_this_torch():
-    """torch < 2.14 (what vLLM 0.22.1 - 0.33 pin for XPU): even a uint64 table rejects `t[i] = 2**63 + 5`, with
+    """torch < 2.14 (what vLLM 0.22.1 - 0.30 pin for XPU): even a uint64 table rejects `t[i] = 2**63 + 5`, with
     the very ValueError of the report; only whole-tensor construction and our C++ paths keep those bits."""
     table = torch.zeros(2, dtype=torch.uint64)
     with pytest.raises(ValueError, match="Overflow when unpacking long long"):

@@ -29,10 +29,12 @@ def _release(version):
 
 def _chosen():
     chosen = os.environ.get("XPU_STATE_COPY_VLLM_VERSIONS")
-    if chosen:
-        return [v.strip() for v in chosen.split(",") if v.strip()]
-    # 0.23.0: int64 copy tables; 0.28.0: raw stores in the fused context; 0.33.0: the last with the V1 copy path
-    return ["0.23.0", "0.28.0", "0.33.0", vllm_envs.NEWEST_VERIFIED, vllm_envs.newest_vllm()]
+    if chosen:  # "newest" stands for the index's newest release (CI checks the fallback on it)
+        names = [v.strip() for v in chosen.split(",") if v.strip()]
+        return [vllm_envs.newest_vllm() if v == "newest" else v for v in names]
+    # 0.23.0: int64 copy tables; 0.28.0: raw stores in the fused context; 0.33.0: the last with the V1 copy path;
+    # with 0.26.0, one release for each torch the XPU builds pin (vllm/xpu_torch_pins.py)
+    return ["0.23.0", "0.26.0", "0.28.0", "0.33.0", vllm_envs.NEWEST_VERIFIED, vllm_envs.newest_vllm()]
 
 
 def _newer(version):
@@ -53,7 +55,7 @@ def _unverified_or_why_none():
     """_unverified() as test parameters, or one skipped parameter that says why there is none."""
     if _unverified():
         return _unverified()
-    if os.environ.get("XPU_STATE_COPY_VLLM_VERSIONS"):
+    if os.environ.get("XPU_STATE_COPY_VLLM_VERSIONS") and "newest" not in os.environ["XPU_STATE_COPY_VLLM_VERSIONS"]:
         why = f"XPU_STATE_COPY_VLLM_VERSIONS names no release newer than {vllm_envs.NEWEST_VERIFIED}"
     else:
         newest, error = vllm_envs.newest_on_index()

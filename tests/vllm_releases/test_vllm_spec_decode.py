@@ -1,6 +1,6 @@
 """vLLM's fused spec-decode copies (its Triton kernels, interpreted on CPU) against the plugin's (our ops),
-on real releases (CI: 0.23.0, 0.28.0, 0.33.0 and the newest verified; XPU_STATE_COPY_VLLM_VERSIONS
-overrides), random scenarios, copies of the same pools: pools, accepted-token counts and the context's count
+on real releases (CI: 0.23.0, 0.26.0, 0.28.0, 0.33.0 and the newest verified, each on the torch its XPU
+build pins; XPU_STATE_COPY_VLLM_VERSIONS overrides), random scenarios, copies of the same pools: pools, accepted-token counts and the context's count
 buffer must be byte-identical, and with the plugin active no Triton kernel of mamba_utils may launch along
 that path, method by method and through a whole V2 step. The same for compute_aligned_state_indices (0.29+):
 vLLM's kernel and our gathers fill byte-identical index buffers. A FlashInfer ReplaySSM context (0.34+)

@@ -1,8 +1,9 @@
 """vLLM's own Mamba state-copy tests, taken from each release's source distribution, run on CPU.
 
 A release's sdist ships its ``tests/``; its wheel does not. For each release in SDISTS this fetches the sdist
-once (checked against its sha256), extracts only the test files below into the release-environment cache
-(next to the installed wheel, see vllm_envs), applies the CPU edits below, and runs them with pytest in the
+once from the indexes pip is configured with (checked against its sha256), extracts only the test files below
+(and requirements/xpu.txt) into the release-environment cache (next to the installed wheel, see vllm_envs),
+applies the CPU edits below, and runs them with pytest in the
 release's environment, Triton in interpreter mode, the plugin switched on or off. vLLM's own conftest.py files
 are not used (they import most of vLLM's serving stack); upstream_plugin_loader loads the plugins instead,
 through ``vllm.plugins.load_general_plugins()``, as vLLM's workers do.
@@ -11,7 +12,6 @@ The CPU edits are the whole difference from upstream: they lift the CUDA-availab
 tensors on the CPU. No assertion is touched. An edited file that still names a CUDA device or skip fails the
 run (LEFT_FOR_CUDA), so a release that spells those differently is noticed, not silently skipped.
 """
-import hashlib
 import json
 import pathlib
 import re
@@ -19,23 +19,21 @@ import shutil
 import sys
 import tarfile
 import tempfile
-import urllib.request
 
+import pip_index
 import release_envs
 import vllm_envs
 from release_envs import EnvUnavailable
 
 HERE = pathlib.Path(__file__).resolve().parent
-# The releases CI installs (test_vllm_releases._chosen) that ship these tests: their sdists, pinned.
+# The releases CI installs (test_vllm_releases._chosen) that ship these tests: their sdists' sha256, from the
+# index's project page. The sdist is fetched through the indexes pip is configured with (pip_index).
 SDISTS = {
-    "0.23.0": ("https://files.pythonhosted.org/packages/68/c6/c4dc766b09e93de278693502612de0beba822983d4f609830406"
-               "ead65cc9/vllm-0.23.0.tar.gz", "760269db3d9611e12e524681df1bca0977d5d2f5fcb4481cc34d33efc4ae7ff5"),
-    "0.28.0": ("https://files.pythonhosted.org/packages/22/39/096d88cfe34ee43a8b6e7c957d1ad6338fa5256474d6ff9a32008"
-               "c6f8cd6/vllm-0.28.0.tar.gz", "ac96dd0ec5be9c13f2aa4bfb50498c4727110406f6e4980b58a4097e4d18634a"),
-    "0.33.0": ("https://files.pythonhosted.org/packages/f7/25/aa5684e9c59d6fc75f78926b7f15e8d9adc7de2d9e6e7575b8077"
-               "6ad8169/vllm-0.33.0.tar.gz", "f4c33c2503d52bb411146afa9618a4f48bed68912f617e6803ac8d76e4c74112"),
-    "0.34.0": ("https://files.pythonhosted.org/packages/92/21/6e0b077dc4a0b28f5a8ce8bb352a38d7196650d681fd4faa87f8d"
-               "c622eff/vllm-0.34.0.tar.gz", "fcad848b246a9d8652b47e6425af92334dc02492f9802720f54e27b823cf0113"),
+    "0.23.0": "760269db3d9611e12e524681df1bca0977d5d2f5fcb4481cc34d33efc4ae7ff5",
+    "0.26.0": "23e9fa19d7e20ce7dcc1c074d41503e2116d23f19e688f5d5ea91b741f958502",
+    "0.28.0": "ac96dd0ec5be9c13f2aa4bfb50498c4727110406f6e4980b58a4097e4d18634a",
+    "0.33.0": "f4c33c2503d52bb411146afa9618a4f48bed68912f617e6803ac8d76e4c74112",
+    "0.34.0": "fcad848b246a9d8652b47e6425af92334dc02492f9802720f54e27b823cf0113",
 }
 # vLLM's Mamba copy tests (each release has those of them it has) and the files they import from tests/.
 TEST_FILES = ("tests/v1/worker/test_mamba_utils.py", "tests/kernels/mamba/test_precopy_mamba_align.py",
@@ -43,6 +41,8 @@ TEST_FILES = ("tests/v1/worker/test_mamba_utils.py", "tests/kernels/mamba/test_p
 SUPPORT_FILES = ("tests/__init__.py", "tests/v1/__init__.py", "tests/v1/worker/__init__.py",
                  "tests/kernels/__init__.py", "tests/kernels/mamba/__init__.py",
                  "tests/v1/worker/test_utils.py")  # 0.34's test_mamba_utils imports a mixer from it
+# Kept as shipped, for tests/vllm_releases/test_xpu_torch_pins.py: the torch the release's XPU build pins.
+XPU_REQUIREMENTS = "requirements/xpu.txt"
 # The reviewed CPU edits, applied to every test file above: (literal, replacement). Skip conditions become
 # False (the kernels run under TRITON_INTERPRET=1 on CPU tensors), devices become the CPU, and the device
 # synchronisation, which raises without an accelerator, becomes the CPU's no-op one.
@@ -71,46 +71,33 @@ def apply_cpu_edits(text, name):
     return text
 
 
-def _download(url, sha256, target):
-    digest = hashlib.sha256()
-    try:
-        with urllib.request.urlopen(url, timeout=120) as response, open(target, "wb") as out:
-            for chunk in iter(lambda: response.read(1 << 20), b""):
-                digest.update(chunk)
-                out.write(chunk)
-    except OSError as error:
-        raise EnvUnavailable(f"cannot download {url}: {error}") from None
-    if digest.hexdigest() != sha256:
-        raise EnvUnavailable(f"{url} has sha256 {digest.hexdigest()}, expected {sha256}")
-
-
 def tests_root(version) -> pathlib.Path:
     """A directory holding the release's tests/ subset, CPU-edited; fetched and extracted on first use."""
     if version not in SDISTS:
         raise EnvUnavailable(f"no pinned sdist for vLLM {version} (upstream_tests.SDISTS)")
     root = vllm_envs.cache_root()
     target = root / f"vllm-{version}-upstream-tests"
-    if (target / ".complete").exists():
+    if (target / ".complete").exists() and (target / XPU_REQUIREMENTS).exists():
         return target
     root.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
-    url, sha256 = SDISTS[version]
+    filename = f"vllm-{version}.tar.gz"
     with tempfile.TemporaryDirectory(dir=root) as scratch:
-        archive = pathlib.Path(scratch) / "sdist.tar.gz"
-        _download(url, sha256, archive)
+        archive = pathlib.Path(scratch) / filename
+        pip_index.download("vllm", filename, SDISTS[version], archive)
         with tarfile.open(archive) as sdist:
-            for path in TEST_FILES + SUPPORT_FILES:
+            for path in TEST_FILES + SUPPORT_FILES + (XPU_REQUIREMENTS,):
                 try:
                     member = sdist.getmember(f"vllm-{version}/{path}")
                 except KeyError:
                     continue  # a test file this release does not have yet
                 text = sdist.extractfile(member).read().decode()
-                if path in TEST_FILES:
+                if path in TEST_FILES:  # (xpu.txt is read as shipped)
                     text = apply_cpu_edits(text, f"vLLM {version} {path}")
                 (partial / path).parent.mkdir(parents=True, exist_ok=True)
                 (partial / path).write_text(text)
-    (partial / ".complete").write_text(f"{url}\n")
+    (partial / ".complete").write_text(f"{filename} sha256 {SDISTS[version]}\n")
     shutil.rmtree(target, ignore_errors=True)
     partial.rename(target)
     return target

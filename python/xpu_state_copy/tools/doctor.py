@@ -2,7 +2,8 @@
 
 Reports how xpu_state_copy was built (and whether for the torch installed here), the target device, torch
 and its XPU build, XPU devices and driver/runtime versions, our copy backend per device, the installed vLLM
-and whether its mamba_utils stores raw addresses into int64 tables, whether our vLLM plugin is registered and
+and whether its mamba_utils stores raw addresses into int64 tables, the torch its XPU build pins and which of
+our wheels fits (vllm/xpu_torch_pins.py), whether our vLLM plugin is registered and
 what it would patch, the same for SGLang, a live allocation's address, and a self-test copy. Exit status 1
 when it finds an affected setup without the fix, a build made for another torch release, or a failed
 self-test, else 0.
@@ -147,6 +148,17 @@ def probe(device):
             "launches": _guard(_loader.kernel_launches, device)}
 
 
+def check_torch_pins():
+    """The torch the installed vLLM's XPU build pins, the torch here, the one this build was made for."""
+    from .. import _build
+    from ..vllm.compat import installed_vllm_version
+    from ..vllm.xpu_torch_pins import wheel_advice
+
+    recorded = _build.build_info()
+    python = ".".join(platform.python_version_tuple()[:2])
+    return wheel_advice(installed_vllm_version(), torch.__version__, recorded["torch"] if recorded else None, python)
+
+
 def problems(report):
     """The findings that make this setup crash or copy wrongly; empty when it is fine."""
     found = []
@@ -182,6 +194,7 @@ def collect(args):
               "backends": _guard(check_backends, devices),
               "vllm": _guard(check_vllm, not args.skip_vllm_import), "sglang": _guard(check_sglang),
               "probe": _guard(probe, current)}
+    report["torch_pins"] = _guard(check_torch_pins)
     report["device_image"] = _guard(check_device_image)  # after the probe: it lists the builds the probe made
     report["problems"] = problems(report)
     return report
@@ -200,6 +213,8 @@ def _build_line(build):
 
 
 def _text(report):
+    from ..vllm.xpu_torch_pins import advice_lines
+
     torch_info, vllm, probe_result = report["torch"], report["vllm"], report["probe"]
     lines = [f"VLLM_TARGET_DEVICE   {report['vllm_target_device']}",
              f"torch                {torch_info.get('version')} (XPU build: {torch_info.get('xpu_build')}, "
@@ -214,6 +229,8 @@ def _text(report):
     for device, backend in report["backends"].get("per_device", {}).items():
         lines.append(f"backend {device:<13}{backend}")
     lines.append(f"vLLM                 {vllm.get('version') or 'not installed'}")
+    pins = report.get("torch_pins", {})
+    lines += advice_lines(pins) if "error" not in pins else [f"  torch pin check failed: {pins['error']}"]
     if "layout" in vllm:
         lines.append(f"  unsafe pointer writes: {vllm['layout']['has_unsafe_pointer_writes']}")
     lines.append(f"  plugin: entry point {vllm.get('plugin_entry_point')}, active: {vllm.get('plugin_active')} "
