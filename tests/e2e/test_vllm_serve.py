@@ -54,7 +54,7 @@ def test_vllm_serve_loads_the_plugin_in_the_engine_core_and_keeps_the_tokens(rel
     command = [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", str(release.models / MODEL),
                "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16", "--enforce-eager",
                "--enable-prefix-caching", "--mamba-cache-mode", "align", "--num-gpu-blocks-override", "128",
-               "--max-model-len", "512", "--max-num-seqs", "8", "--seed", "0"]
+               "--max-model-len", "2048", "--max-num-seqs", "8", "--seed", "0"]
     base = f"http://127.0.0.1:{port}"
     with open(log_path, "w") as log:
         server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)

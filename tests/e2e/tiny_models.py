@@ -17,9 +17,14 @@ HIDDEN = 128
 
 
 def _common():
-    return dict(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=4, num_attention_heads=2,
-                num_key_value_heads=1, max_position_embeddings=2048, pad_token_id=0, bos_token_id=1,
-                eos_token_id=2, tie_word_embeddings=False)
+    # Attention pages as large as a small Mamba/GDN state: vLLM sizes its blocks so that the attention page
+    # of a block is at least a Mamba state, and smaller blocks keep the prompts (2.5 blocks) short.
+    return dict(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=4, num_attention_heads=4,
+                num_key_value_heads=2, max_position_embeddings=2048, pad_token_id=0, bos_token_id=1,
+                eos_token_id=2, tie_word_embeddings=False,
+                # Weights five times the usual scale, so the layers' states, not the embedding of the last
+                # token, decide the next one: a state copy gone wrong then changes the tokens.
+                initializer_range=0.1)
 
 
 def qwen3_next():
@@ -27,7 +32,7 @@ def qwen3_next():
     from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
 
     config = Qwen3NextConfig(
-        **_common(), intermediate_size=256, head_dim=64,
+        **_common(), intermediate_size=256, head_dim=128,
         layer_types=["linear_attention", "full_attention", "linear_attention", "full_attention"],
         linear_conv_kernel_dim=4, linear_key_head_dim=64, linear_value_head_dim=64, linear_num_key_heads=2,
         linear_num_value_heads=4, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64,
