@@ -75,6 +75,22 @@ def test_an_unknown_copy_from_is_left_alone_with_a_warning(monkeypatch, caplog):
     assert "left as it is: its code is not that of any release verified (0.5.4 to 0.5.23)" in caplog.text
 
 
+def test_patching_never_raises_into_sglangs_import(monkeypatch, caplog):
+    """It runs inside SGLang's import of memory_pool: a copy_from that fails in a way no check foresaw (here a
+    __wrapped__ loop, ValueError from inspect) is left alone with a warning, and the import goes on."""
+    monkeypatch.setattr(sglang_plugin, "_said", set())
+
+    def copy_from(self, src_indices, dst_indices):
+        pass
+
+    copy_from.__wrapped__ = copy_from
+    module = types.SimpleNamespace(MambaPool=type("MambaPool", (StackedPool,), {"copy_from": copy_from}))
+    with caplog.at_level(logging.WARNING, logger="sglang.xpu_state_copy"):
+        sglang_plugin.patch_memory_pool(module)
+    assert module.MambaPool.copy_from is copy_from
+    assert "could not patch SGLang's MambaPool.copy_from (ValueError: wrapper loop" in caplog.text
+
+
 @pytest.mark.parametrize("requests", [1, 4])
 def test_a_served_copy_matches_indexing_in_one_launch(make_known, monkeypatch, caplog, requests):
     pool = patched_pool((), make_known)

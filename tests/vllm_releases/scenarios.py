@@ -48,6 +48,9 @@ def build_cache(high_addresses=False):
                            kv_cache_groups=[KVCacheGroupSpec(layer_names=list(LAYERS), kv_cache_spec=spec)])
     view = (lambda t: t.as_subclass(HighAddressTensor)) if high_addresses else (lambda t: t)
     forward_context = {name: types.SimpleNamespace(kv_cache=[view(t) for t in ts]) for name, ts in states.items()}
+    # An attention layer, as an engine binds it: its kv_cache one tensor (vLLM's copy code reads only the
+    # Mamba layers; the plugin's validate mode reads them all).
+    forward_context["model.layers.1.self_attn"] = types.SimpleNamespace(kv_cache=torch.zeros(NUM_BLOCKS, 2, 16, 8))
     funcs = (layer_utils.get_conv_copy_spec, layer_utils.get_temporal_copy_spec)
     if hasattr(layer_utils, "MambaStateCopyFuncsByType"):  # newer releases key the functions by Mamba type
         funcs = {spec.mamba_type: funcs}
@@ -153,7 +156,25 @@ def copy(mu):
     after = b"".join(t.numpy().tobytes() for ts in states.values() for t in ts)
     return {"before": before, "after": hashlib.sha256(after).hexdigest(), "entries": entries,
             "table_dtype": str(copy_buffers.src_ptrs.cpu.dtype),
-            "routed": bool(getattr(mu.batch_memcpy, "__xpu_state_copy_patch__", False))}
+            "routed": bool(getattr(mu.batch_memcpy, "__xpu_state_copy_patch__", False)),
+            "wrapper_calls": len(WRAPPER_CALLS)}
+
+
+WRAPPER_CALLS = []
+
+
+def wrap_copy_block(mu):
+    """What a profiler imported before the plugin does (SCENARIO_WRAP_COPY_BLOCK=1): time do_mamba_copy_block
+    with a wrapper that has no __wrapped__, before the plugin patches the module."""
+    original = getattr(mu, "do_mamba_copy_block", None)
+    if original is None:
+        return
+
+    def timed(*args, **kwargs):
+        WRAPPER_CALLS.append(1)
+        return original(*args, **kwargs)
+
+    mu.do_mamba_copy_block = timed
 
 
 def doctor(mu):
@@ -179,6 +200,10 @@ def main():
 
         vllm.logger.configure_logging(LoggingConfig())
 
+    if os.environ.get("SCENARIO_WRAP_COPY_BLOCK") == "1":
+        from xpu_state_copy import import_hook
+
+        import_hook.install("vllm.v1.worker.mamba_utils", wrap_copy_block)  # runs before the plugin's patch
     # What every vLLM process does at start: run the vllm.general_plugins entry points, ours included.
     # mamba_utils is imported only afterwards, as in a real worker, so the plugin patches it on import.
     load_general_plugins()

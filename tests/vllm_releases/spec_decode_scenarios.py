@@ -38,6 +38,17 @@ def release(mu):
     return tuple(int(p) for p in vllm.__version__.split(".")[:2])
 
 
+def engine_forward_context(first, layers):
+    """The forward context as an engine binds it: each Mamba layer's states a tuple, and attention layers whose
+    kv_cache is one tensor (vLLM reads only its Mamba groups' layers; the plugin reads them all), the first
+    laid over the first pool's memory with its block stride, as vLLM's hybrid allocator shares tensors."""
+    over_first = first.as_strided((first.shape[0], 1), (first.stride(0), 1))
+    forward_context = {"model.layers.0.self_attn": types.SimpleNamespace(kv_cache=over_first)}
+    forward_context.update((n, types.SimpleNamespace(kv_cache=(v[0], v[1]))) for n, v in layers.items())
+    forward_context["model.layers.9.self_attn"] = types.SimpleNamespace(kv_cache=torch.zeros(first.shape[0], 2, 4, 8))
+    return forward_context
+
+
 def build_context(mu, s, layout):
     """A context of vLLM's own, initialised from a forward context holding s's pools."""
     from vllm.model_executor.layers.mamba import mamba_utils as layer_utils
@@ -56,7 +67,7 @@ def build_context(mu, s, layout):
                          dtypes=(conv.dtype, temporal.dtype), mamba_cache_mode="align", **spec_blocks)
         specs.append(KVCacheGroupSpec(layer_names=names, kv_cache_spec=spec))
     config = KVCacheConfig(num_blocks=s.states[0].shape[0], kv_cache_tensors=[], kv_cache_groups=specs)
-    forward_context = {n: types.SimpleNamespace(kv_cache=[v[0], v[1]]) for n, v in layers.items()}
+    forward_context = engine_forward_context(s.states[0], layers)
     funcs = (layer_utils.get_conv_copy_spec, layer_utils.get_temporal_copy_spec)
     if hasattr(layer_utils, "MambaStateCopyFuncsByType"):
         funcs = {specs[0].kv_cache_spec.mamba_type: funcs}

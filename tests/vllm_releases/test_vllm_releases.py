@@ -164,6 +164,22 @@ def test_plugin_copies_the_same_bytes_as_vllms_own_kernel(runs):
     assert ours["after"] == theirs["after"]
 
 
+def test_a_wrapped_do_mamba_copy_block_and_validate_mode_keep_the_copies_ours(runs):
+    """As an engine may run it: a profiler's wrapper without __wrapped__ put on do_mamba_copy_block before the
+    plugin patched, and XPU_STATE_COPY_VALIDATE=1 over a forward context holding an attention layer."""
+    _no_v1_copy_path(runs, "copy")
+    done = vllm_envs.run_in_vllm(runs.version, [str(SCENARIOS), "on", "copy"],
+                                 extra_env={"SCENARIO_WRAP_COPY_BLOCK": "1", "XPU_STATE_COPY_VALIDATE": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    copy = json.loads(done.stdout.strip().splitlines()[-1])["copy"]
+    assert "crash" not in copy, copy["crash"]
+    assert copy["routed"] and copy["wrapper_calls"] == 1
+    assert copy["after"] == runs.off["copy"]["after"]
+    output = done.stdout + done.stderr
+    assert "does not recognise" not in output and "do_mamba_copy_block is replaced" not in output, output[-3000:]
+    assert "validate mode cannot tell" not in output, output[-3000:]
+
+
 def test_plugin_patches_only_what_the_release_gets_wrong(runs):
     # Every release: the fused spec-decode copies served by our ops, their plan taken at initialisation.
     expected = {"MambaSpecDecodeGPUContext.initialize_from_forward_context"}

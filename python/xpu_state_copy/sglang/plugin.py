@@ -209,7 +209,7 @@ def installed_copy_from():
         source = path.read_text()
         methods = [f for c in ast.parse(source).body if isinstance(c, ast.ClassDef) and c.name == "MambaPool"
                    for f in c.body if isinstance(f, ast.FunctionDef) and f.name == "copy_from"]
-    except (OSError, SyntaxError) as error:
+    except (OSError, ValueError, SyntaxError) as error:  # ValueError: not UTF-8
         return f"{path} could not be read ({error})"
     if not methods:
         return "no MambaPool.copy_from: nothing to serve"
@@ -218,7 +218,16 @@ def installed_copy_from():
 
 
 def patch_memory_pool(module):
-    """Replace module.MambaPool.copy_from if it is a version we know; otherwise warn and leave it."""
+    """Replace module.MambaPool.copy_from if it is a version we know; otherwise warn and leave it. Never raises:
+    it runs inside SGLang's import of the module."""
+    try:
+        _patch_memory_pool(module)
+    except Exception as error:
+        _warn_once("failed", "xpu_state_copy: could not patch SGLang's MambaPool.copy_from (%s: %s); SGLang's "
+                   "own method runs", type(error).__name__, error)
+
+
+def _patch_memory_pool(module):
     pool_class = getattr(module, "MambaPool", None)
     method = getattr(pool_class, "copy_from", None)
     if method is None or getattr(method, _MARK, False):

@@ -117,9 +117,10 @@ def check_vllm(import_module):
 
 def check_sglang():
     """SGLang's version and our plugin for it; which copy_from it has, read from its source (not imported)."""
+    from .. import plugin_switch
     from ..sglang import plugin as sglang_plugin
 
-    version = _package_version("sglang")
+    version = plugin_switch.installed_version("sglang")
     info = _plugin(version, "sglang.srt.plugins", "SGLANG_PLUGINS", sglang_plugin.activation)
     if version is not None:
         info["copy_from"] = sglang_plugin.installed_copy_from()

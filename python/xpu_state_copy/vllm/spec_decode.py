@@ -105,12 +105,16 @@ def _recording_initialiser(method):
         result = method(self, *args, **kwargs)
         # Planned again on every initialisation: a context filled a second time (other pools, other tables)
         # must not keep the plan of the first.
-        if getattr(self, "is_initialized", False):
-            cls = type(self)
-            why = plan_context(self, signature.bind(self, *args, **kwargs).arguments,
-                               getattr(cls, _SERVES_COPIES, False), getattr(cls, aligned.SERVES, None))
-            if why:
-                logger.warning("xpu_state_copy: these stay on vLLM's kernels for this context: %s", "; ".join(why))
+        cls, why = type(self), []
+        try:
+            if getattr(self, "is_initialized", False):
+                why = plan_context(self, signature.bind(self, *args, **kwargs).arguments,
+                                   getattr(cls, _SERVES_COPIES, False), getattr(cls, aligned.SERVES, None))
+        except Exception as error:  # vLLM's initialiser has succeeded: planning must not fail it, nor keep a plan
+            self.__dict__[PLAN] = self.__dict__[aligned.PLAN] = None
+            why = [f"{type(error).__name__} while planning: {error}"]
+        if why:
+            logger.warning("xpu_state_copy: these stay on vLLM's kernels for this context: %s", "; ".join(why))
         return result
 
     setattr(initialise_and_plan, _MARK, True)
@@ -206,7 +210,7 @@ def _ours(name, original, by_slot, count_buffer_name):
         try:
             source = inspect.getsource(inspect.unwrap(original))
             snapshot_in_buffer = f"self.{count_buffer_name}" in source
-        except (OSError, TypeError):
+        except Exception:  # no source to read (OSError, TypeError, a __wrapped__ loop): keep the snapshot there
             snapshot_in_buffer = True
 
         def run(self, num_reqs, num_accepted_tokens_gpu, state_idx_gpu, new_num_computed_tokens_gpu, idx_mapping):
