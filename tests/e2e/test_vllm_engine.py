@@ -100,7 +100,7 @@ class Release:
         return result
 
 
-@pytest.fixture(scope="module", params=vllm_cpu_envs.chosen_versions())
+@pytest.fixture(scope="session", params=vllm_cpu_envs.chosen_versions())
 def release(request, tmp_path_factory):
     version = request.param
     why = vllm_cpu_envs.torch_problem(version)
@@ -117,7 +117,12 @@ def release(request, tmp_path_factory):
     runs = Release(version, pythonpath, models)
     started = time.time()
     runs.run_all()
-    print(f"vllm-cpu {version}: engine runs {runs.seconds}, {round(time.time() - started)} s in all")
+    print(f"vllm-cpu {version}: engine runs took {round(time.time() - started)} s in all")
+    for key, result in sorted(runs.results.items()):  # the numbers docs/e2e.md reports (pytest -s shows them)
+        counts = {k: v for k, v in next(iter(result["models"].values())).items() if k not in ("tokens", "block_size")}
+        print(f"  {key}: {runs.seconds[key]} s, {counts}")
+    for key, why in sorted(runs.failures.items()):
+        print(f"  {key}: {runs.seconds[key]} s, FAILED: {why.splitlines()[-1][-300:]}")
     return runs
 
 
