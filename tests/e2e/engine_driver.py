@@ -197,9 +197,11 @@ def serve_model(path, engine_args, seed):
 
 
 def main(job):
-    logging.getLogger("vllm.xpu_state_copy").addHandler(_Collect())
     count_our_ops(job.get("sabotage", False))
     from vllm.plugins import load_general_plugins
+
+    # After vLLM's import, which configures its loggers: the plugin's lines reach this handler too.
+    logging.getLogger("vllm.xpu_state_copy").addHandler(_Collect())
 
     load_general_plugins()  # what the engine does first; the plugin's import hook is then in place
     import vllm.v1.worker.mamba_utils as mamba_utils
