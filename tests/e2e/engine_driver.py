@@ -143,17 +143,18 @@ def replay_spec_decode(module):
             COUNTS.replays["calls"] += 1
             for i, (t, mine) in enumerate(zip(tensors, ours)):
                 COUNTS.replays["bytes"] += t.nbytes
-                if not t.view(-1).view(torch_uint8()).equal(mine.view(-1).view(torch_uint8())):
+                if not as_bytes(t).equal(as_bytes(mine)):
                     COUNTS.replays["mismatches"].append(f"{_name} call {COUNTS.replays['calls']} tensor {i}")
                 t.copy_(mine)
 
         setattr(context_class, name, checked)
 
 
-def torch_uint8():
+def as_bytes(t):
+    """A tensor's bytes (vLLM's state pools are strided views: read as a dense copy)."""
     import torch
 
-    return torch.uint8
+    return t.contiguous().view(-1).view(torch.uint8)
 
 
 class _Collect(logging.Handler):

@@ -160,5 +160,5 @@ def test_spec_decode_runs_on_our_ops_byte_identical_to_vllms_kernel(release, mod
     ours = result["ours"]["mamba_spec_decode_postprocess_"] + result["ours"]["mamba_spec_decode_precopy_"]
     assert ours > 0, f"{model}: no spec-decode copy of ours ran ({result['ours']})"
     replays = result["replays"]
-    assert replays["calls"] == ours and replays["bytes"] > 0
+    assert replays["calls"] >= ours and replays["bytes"] > 0  # a call with no request runs no op of ours
     assert not replays["mismatches"], replays["mismatches"][:10]
