@@ -12,7 +12,7 @@ import urllib.error
 import urllib.request
 
 import workload
-from test_vllm_engine import release, subprocess_env  # noqa: F401 (release: the fixture)
+from engine_runs import subprocess_env
 
 MODEL = "qwen3_next"
 START_TIMEOUT_S = 600
@@ -45,7 +45,7 @@ def wait_until_ready(server, base, log_path):
     raise AssertionError(f"vllm serve not ready after {START_TIMEOUT_S} s:\n{log_path.read_text()[-4000:]}")
 
 
-def test_vllm_serve_loads_the_plugin_in_the_engine_core_and_keeps_the_tokens(release, tmp_path):  # noqa: F811
+def test_vllm_serve_loads_the_plugin_in_the_engine_core_and_keeps_the_tokens(release, tmp_path):
     off = release.model("off", MODEL)
     singles, _ = workload.prompts(off["block_size"], random.Random(0))
     port, log_path = free_port(), tmp_path / "serve.log"
