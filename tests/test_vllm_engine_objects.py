@@ -56,6 +56,24 @@ def test_attention_layers_holding_one_tensor_leave_the_spec_decode_copies_ours(t
     assert torch.equal(conv, expected_conv) and torch.equal(temporal, expected_temporal)
 
 
+def test_a_table_handed_over_as_its_first_rows_is_read_whole_in_later_batches(tmp_path):
+    """The engine initialises the context with block_table.gpu[:num_reqs] of its first step (often one
+    request) and vLLM keeps only that view's address and row stride: a later batch's second request copies
+    through row 1 of the persistent table, which the view does not cover."""
+    module = load(tmp_path, ENGINE_LIKE, "first_rows_stand_in")
+    assert vllm_plugin.patch_mamba_utils(module)
+    conv, temporal = torch.randn(8, 4, 2), torch.randn(8, 3)
+    persistent = torch.arange(8, dtype=torch.int32).view(2, 4)
+    context = module.MambaSpecDecodeGPUContext()
+    context.initialize_from_forward_context(None, engine_forward_context(conv, temporal), None, [persistent[:1]])
+    expected_conv, expected_temporal = conv.clone(), temporal.clone()
+    expected_conv[6, :3] = conv[4, 1:]  # request 1: column 0 -> 2 of row 1 (blocks 4 -> 6), one token shift
+    expected_temporal[6] = temporal[5]
+    context.run_fused_precopy(2, int32(1, 2), int32(-1, 0), int32(0, 1), int32(0, 1))
+    assert module.precopy_mamba_align_fused_kernel.launches == []  # ours ran, not vLLM's kernel
+    assert torch.equal(conv, expected_conv) and torch.equal(temporal, expected_temporal)
+
+
 def test_planning_that_fails_is_no_plan_and_never_fails_vllms_initialiser(tmp_path, monkeypatch, caplog):
     module, context, conv, temporal = patched_context(tmp_path, "replanned_stand_in")
 

@@ -76,9 +76,12 @@ def build_context(mu, s, layout):
                      **create_arguments(create, forward_context, funcs))
     if hasattr(mu, "is_conv_state_dim_first"):
         mu.is_conv_state_dim_first = lambda: layout == "ds"
+    # As the engine hands them over: views of the persistent tables' first row (block_table.gpu[:num_reqs] of
+    # the first step, one request), of which vLLM keeps the address and row stride and reads every row.
+    first_rows = lambda tables: [t[:1] for t in tables]  # noqa: E731
     second = getattr(s, "aligned_tables", None)
-    context.initialize_from_forward_context(config, forward_context, funcs, list(s.block_tables),
-                                            *([list(second)] if second is not None else []))
+    context.initialize_from_forward_context(config, forward_context, funcs, first_rows(s.block_tables),
+                                            *([first_rows(second)] if second is not None else []))
     return context
 
 

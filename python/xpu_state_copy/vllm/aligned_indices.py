@@ -19,7 +19,7 @@ import functools
 import inspect
 import operator
 
-from .kv_caches import as_list
+from .kv_caches import as_list, whole_table
 from .pointer_stores import self_attribute, source_tree
 
 METHOD = "compute_aligned_state_indices"
@@ -123,6 +123,7 @@ def build_aligned_plan(context, arguments, table_attribute):
                 or table.stride(0) != stride or (table.size(1) > 1 and table.stride(1) != 1)):
             return (f"block table {g} ({table.dtype}, shape {tuple(table.shape)}, strides {table.stride()}, "
                     f"{table.device}) is not an int32 row-major table with row stride {stride} on {out.device}")
+    tables = [whole_table(t) for t in tables]  # the engine hands over the first rows' view
     return AlignedPlan(tables, stride, context.block_size, out.shape[1], out.shape[2], out.device)
 
 

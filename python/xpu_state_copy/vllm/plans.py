@@ -10,7 +10,7 @@ which has already succeeded by the time a plan is made.
 from typing import Optional
 
 from . import aligned_indices as aligned
-from .kv_caches import as_list, layer_kv_cache
+from .kv_caches import as_list, layer_kv_cache, whole_table
 
 PLAN = "_xsc_plan"  # in a context's __dict__: its SpecDecodePlan, or None (vLLM's own methods run)
 
@@ -133,7 +133,7 @@ def build_plan(context, forward_context, block_tables):
     if any(not 0 <= g < len(tables) for g in groups):
         return f"a state's group ({groups}) names no block table of the {len(tables)}"
     why = next(filter(None, (table_problem(g, t, states[0].device) for g, t in enumerate(tables))), None)
-    return why or SpecDecodePlan(states, kinds, groups, tables)
+    return why or SpecDecodePlan(states, kinds, groups, [whole_table(t) for t in tables])
 
 
 def plan_context(context, arguments, serves_copies, aligned_table):
