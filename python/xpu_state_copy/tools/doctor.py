@@ -229,8 +229,9 @@ def _text(report):
     for device, backend in report["backends"].get("per_device", {}).items():
         lines.append(f"backend {device:<13}{backend}")
     lines.append(f"vLLM                 {vllm.get('version') or 'not installed'}")
-    pins = report.get("torch_pins", {})
-    lines += advice_lines(pins) if "error" not in pins else [f"  torch pin check failed: {pins['error']}"]
+    pins = report.get("torch_pins")  # absent from a report made without the torch check
+    if pins is not None:
+        lines += advice_lines(pins) if "error" not in pins else [f"  torch pin check failed: {pins['error']}"]
     if "layout" in vllm:
         lines.append(f"  unsafe pointer writes: {vllm['layout']['has_unsafe_pointer_writes']}")
     lines.append(f"  plugin: entry point {vllm.get('plugin_entry_point')}, active: {vllm.get('plugin_active')} "
