@@ -197,6 +197,14 @@ def serve_model(path, engine_args, seed):
     return result
 
 
+def where_in_vllm(error):
+    """file:function of the innermost frame of vLLM's own code in the error's traceback."""
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f"{os.sep}vllm{os.sep}" in f.filename]
+    return f"{os.path.basename(frames[-1].filename)}:{frames[-1].name}" if frames else "?"
+
+
 def main(job):
     count_our_ops(job.get("sabotage", False))
     from vllm.plugins import load_general_plugins
@@ -217,8 +225,8 @@ def main(job):
     for name, path in job["models"].items():
         try:
             results[name] = serve_model(path, job.get("engine", {}), job.get("seed", 0))
-        except Exception as error:  # the test shows vLLM's own error
-            results[name] = {"error": f"{type(error).__name__}: {error}"[-2000:]}
+        except Exception as error:  # the test shows vLLM's own error, and where in vLLM it was raised
+            results[name] = {"error": f"{where_in_vllm(error)}: {type(error).__name__}: {error}"[-2000:]}
     print(json.dumps({"vllm": vllm.__version__, "patched": patched, "warnings": WARNINGS, "models": results}))
 
 
