@@ -81,9 +81,14 @@ def test_vllm_serve_loads_the_plugin_in_the_engine_core_and_keeps_the_tokens(rel
             server.wait(timeout=30)
     assert tokens == off["tokens"]["single"]
     log = log_path.read_text()
-    patched = [line for line in log.splitlines() if "xpu_state_copy: patched vLLM" in line]
-    # The engine core (0.32: its model-runner worker, a process of its own) is where the copies run.
-    assert any(line.startswith(("(EngineCore", "(VllmWorker")) for line in patched), \
+    lines = log.splitlines()
+    # The engine's processes (engine core; from 0.27 its model worker, a process of its own) are where the
+    # copies run. vLLM prefixes a child process's lines with its role ("(EngineCore_DP0 pid=..)", "(Worker
+    # pid=..)"), but 0.27.1's worker logs the plugin's line before its prefix is set up: a line of the plugin's
+    # that is not the API server's and comes after the engine core started is an engine process's.
+    engine_started = next((i for i, line in enumerate(lines) if line.startswith("(EngineCore")), len(lines))
+    patched = [line for line in lines[engine_started:] if "xpu_state_copy: patched vLLM" in line]
+    assert any(not line.startswith("(APIServer") for line in patched), \
         f"no plugin line from the engine's processes:\n{log[-4000:]}"
     hits = [line for line in metrics.splitlines() if line.startswith("vllm:prefix_cache_hits_total")]
     assert hits and float(hits[0].split()[-1]) > 0, hits
