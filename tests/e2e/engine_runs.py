@@ -45,8 +45,9 @@ PLUGIN_OFF_FAILS = {
     # Triton causal_conv1d kernel, on CPU too), which Triton's interpreter (the suite's, for its replays) cannot
     # run; the worker's error reaches the engine through its executor.
     ("0.22.1", "lfm2"): ("multiproc_executor.py", "'torch.dtype' object has no attribute 'is_ptr'"),
-    # 0.31.0 packs short-convolution weights for its CPU kernel, which takes width 4 only; LFM2's is 3.
-    ("0.31.0", "lfm2"): ("_custom_ops.py", "causal_conv1d_weight_pack: support only width of 4"),
+    # 0.29.0 - 0.31.0 pack short-convolution weights for their CPU kernel, which takes width 4 only; LFM2's is 3.
+    **{(v, "lfm2"): ("_custom_ops.py", "causal_conv1d_weight_pack: support only width of 4")
+       for v in ("0.29.0", "0.30.0", "0.31.0")},
 }
 # (release, model, setting) that fails inside vLLM's own code in one setting only, asserted and skipped alike.
 # Ngram spec decoding cannot run with the plugin off on the CPU build at all (vLLM's Triton precopy kernel, the
@@ -55,10 +56,9 @@ PLUGIN_OFF_FAILS = {
 # of ours before the failure is replayed and must equal vLLM's kernel's); 0.32 rewrote those paths.
 _GDN_DECODE = ("_custom_ops.py", "fused_sigmoid_gating_delta_rule_update_cpu: RuntimeError: tensormust be contiguous")
 _CONV_UPDATE = ("causal_conv1d.py", "causal_conv1d_update_torch: RuntimeError: Sizes of tensors must match")
-SETTING_FAILS = {
-    ("0.26.0", "qwen3_next", "spec_decode"): _GDN_DECODE, ("0.26.0", "lfm2", "spec_decode"): _CONV_UPDATE,
-    ("0.27.1", "qwen3_next", "spec_decode"): _GDN_DECODE, ("0.31.0", "qwen3_next", "spec_decode"): _GDN_DECODE,
-}
+SETTING_FAILS = {("0.26.0", "lfm2", "spec_decode"): _CONV_UPDATE,
+                 **{(v, "qwen3_next", "spec_decode"): _GDN_DECODE
+                    for v in ("0.26.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0")}}
 
 
 def unavailable(reason):
