@@ -89,6 +89,12 @@ struct HostLane {
     return (u32)total;
   }
   u32 sg_count(bool p) const { return sg_sum(p ? 1u : 0u); }
+  u32 sg_exclusive_sum(u32 v, u32* total) const {
+    i64 all = 0;
+    const u32 before = (u32)sub->exclusive_scan(lane, v, &all);
+    *total = (u32)all;
+    return before;
+  }
   u32 sg_min(u32 v) const {
     u32 m = v;
     for (u32 l = 0; l < sg_size(); ++l) {

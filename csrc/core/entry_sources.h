@@ -32,7 +32,7 @@ struct PointerTableSource {
     const i64 b = sizes_are_64bit ? ((const i64*)sizes)[i] : (i64)((const int*)sizes)[i];
     return b > 0 ? b : 0;  // negative sizes are refused on the host where the host can see them
   }
-  XSC_FN u32 units(i64 i) const { return units_of(1, bytes(i)); }
+  XSC_FN u32 units(i64 i) const { return units_of_bytes(bytes(i)); }
   XSC_FN Span span(i64 i) const { return Span{src[i], dst[i], bytes(i), 1, 0, 0}; }
 };
 

@@ -10,7 +10,8 @@
 //
 // The Group adapter each backend supplies (SyclGroup, CudaGroup, the host tests' HostLane):
 //   group_id, num_groups, local_id, local_size, sg_id, num_sgs, sg_lane, sg_size: u32 ids and counts;
-//   barrier(), sg_barrier(); sg_shuffle(u32, lane); sg_count(bool), sg_min(u32): over the sub-group;
+//   barrier(), sg_barrier(); sg_shuffle(u32, lane); sg_count(bool), sg_min(u32),
+//   sg_exclusive_sum(u32, u32* total): over the sub-group;
 //   exclusive_scan(u32, u32* total): over the work-group; table(): local memory of kTableEntries u32;
 //   kLoads: 16-byte loads in flight per work-item (copy_words.h).
 #pragma once
@@ -52,39 +53,161 @@ XSC_FN u32 find_entry(const G& g, const Ends& ends, u32 n, u32 r) {
   return lo;
 }
 
-// The table schedule (batch_memcpy): entries of any size. Per tile of local_size() * kItems entries, a group
-// scan of their unit counts puts the running totals in local memory; each sub-group then copies its units of
-// the tile, finding each one's entry there. Every group scans every tile (the tables are read from the
-// cache), so no group waits for another and no counter in global memory is needed.
+// Direct slots of the table schedule. Sub-group w of S has slot (w / m, w mod m), m = min(n, S): unit
+// w / m of entry w mod m, which it copies before anything else, one trip to the tables (that entry's
+// addresses and size) after launch rather than after a scan of every size and a lookup. Entry e < m has
+// S / m slots, one more if e < S mod m, entries from m on none; its first min(units, slots) units are
+// copied from their slots ("direct"), and only the units after them go through a scan.
+struct DirectSlots {
+  u32 m, per, extra;
+  u32 q, e;  // the calling sub-group's slot
+
+  template <class G>
+  XSC_FN static DirectSlots of(const G& g, i64 n) {
+    const u32 S = subgroup_count(g), w = subgroup_index(g);
+    const u32 m = n < (i64)S ? (u32)n : S;
+    return DirectSlots{m, S / m, S % m, w / m, w % m};
+  }
+  XSC_FN u32 slots(i64 e) const { return e < (i64)m ? per + (e < (i64)extra ? 1u : 0u) : 0u; }
+  XSC_FN u32 direct(i64 e, u32 units) const {
+    const u32 s = slots(e);
+    return units < s ? units : s;
+  }
+  // Of entry e's slots held by sub-groups before the caller, those that find a unit there.
+  XSC_FN u32 busy_before(u32 e, u32 units) const {
+    const u32 before = e < m ? q + (e < this->e ? 1u : 0u) : 0u;
+    return before < units ? before : units;
+  }
+};
+
+// Batches of at most this many entries (and at most sg_size() squared: a lane's stretch then fits in one
+// pass of the sub-group) find the units after the direct ones by each sub-group alone: every lane counts
+// ceil(n / sg_size()) entries, from the cache, and shuffles combine them. No group barrier, so a sub-group
+// whose slot held no unit starts on the rest while its neighbours still copy.
+constexpr u32 kShortEntries = 256;
+
+// The rest of a short batch (after the direct slots), as one sub-group sees it. Sub-groups are ranked
+// idle-first (those whose slot held no unit, in order, then the others) and the k-th rest unit goes to rank
+// k mod S: one request's step (72 entries on thousands of sub-groups) hands all its rest units to
+// sub-groups that copied nothing yet. Each lane holds the rest units of its stretch of entries.
+struct ShortRest {
+  u32 per, before, mine;  // entries per lane; rest units of the lanes before; of this lane
+  u32 total, next;        // rest units in all; this sub-group's next one
+
+  template <class G>
+  XSC_FN static ShortRest of(const G& g, const PointerTableSource& src, const DirectSlots& slots, bool idle) {
+    const u32 n = (u32)src.count(), lanes = g.sg_size(), per = (n + lanes - 1) / lanes;
+    const u32 first = g.sg_lane() * per;
+    u32 mine = 0, busy_before = 0, busy = 0;
+    for (u32 t = 0; t < per; ++t) {
+      const u32 e = first + t, units = e < n ? src.units(e) : 0u, direct = slots.direct(e, units);
+      mine += units - direct;
+      busy += direct;
+      busy_before += slots.busy_before(e, units);
+    }
+    ShortRest r{per, 0, mine, 0, 0};
+    r.before = g.sg_exclusive_sum(mine, &r.total);
+    u32 busy_ahead = 0, busy_all = 0;  // sub-groups before this one whose slot holds a unit, and in all
+    g.sg_exclusive_sum(busy_before, &busy_ahead);
+    g.sg_exclusive_sum(busy, &busy_all);
+    const u32 w = subgroup_index(g), idle_ahead = w - busy_ahead;
+    r.next = idle ? idle_ahead : (subgroup_count(g) - busy_all) + busy_ahead;
+    return r;
+  }
+  // The entry and unit of this sub-group's next rest unit, if it has one left: the lane whose stretch holds
+  // it is found from the lanes' running totals, then the lanes look at that stretch's entries together.
+  template <class G>
+  XSC_FN bool take(const G& g, const PointerTableSource& src, const DirectSlots& slots, i64* entry, u32* unit) {
+    if (next >= total) return false;
+    const u32 k = next, n = (u32)src.count(), lane = g.sg_lane();
+    next += subgroup_count(g);
+    const u32 owner = g.sg_count(before + mine <= k);  // the lanes whose rest units all come before k
+    const u32 e = owner * per + lane, units = lane < per && e < n ? src.units(e) : 0u;  // per <= lanes
+    const u32 direct = slots.direct(e, units), rest = units - direct;
+    u32 ignored = 0;
+    const u32 ahead = g.sg_shuffle(before, owner) + g.sg_exclusive_sum(rest, &ignored);
+    const u32 holder = g.sg_count(ahead + rest <= k);
+    *entry = g.sg_shuffle(e, holder);
+    *unit = g.sg_shuffle(direct + (k - ahead), holder);
+    return true;
+  }
+};
+
+// The rest of a longer batch, a tile of local_size() * kItems entries at a time: a group scan of their rest
+// units puts the running totals in local memory, and each sub-group copies its units of the tile (unit k of
+// the launch's rest goes to sub-group k mod S), finding each one's entry there. Every group scans every tile
+// (the tables are read from the cache), so no group waits for another and no counter in global memory is
+// needed. A tile with no rest units (every entry copied from its slots) costs one scan.
+struct TileRest {
+  i64 base;        // the tile's first entry; the next tile's once this one's units are taken
+  u32 tile_n, total, next, phase;
+
+  template <class G>
+  XSC_FN bool take(const G& g, const PointerTableSource& src, const DirectSlots& slots, i64* entry, u32* unit) {
+    const i64 n = src.count();
+    const u32 tile = g.local_size() * kItems, S = subgroup_count(g), first = g.local_id() * kItems;
+    u32* ends = g.table();
+    while (next >= total) {
+      if (tile_n > 0) {
+        g.barrier();  // the totals are rewritten for the next tile
+        base += tile_n;
+        phase = (u32)(((u64)phase + total) % S);
+      }
+      if (base >= n) return false;
+      tile_n = n - base < (i64)tile ? (u32)(n - base) : tile;
+      // Unrolled by 4: a work-item's size loads go four at a time rather than one after another (by 8, the
+      // 64-bit addresses of the loads spill on dg2, which emulates 64-bit integer arithmetic).
+      u32 units = 0;
+#pragma unroll 4
+      for (u32 t = 0; t < kItems; ++t) units += first + t < tile_n ? rest_units(src, slots, base + first + t) : 0u;
+      u32 end = g.exclusive_scan(units, &total);
+      next = first_of(subgroup_index(g), phase, S);
+      if (total == 0) continue;  // the same on every work-item: nothing to write or wait for
+#pragma unroll 4
+      for (u32 t = 0; t < kItems; ++t) {
+        // A second read, from the cache: no array of counts stays live across the scan.
+        end += first + t < tile_n ? rest_units(src, slots, base + first + t) : 0u;
+        if (first + t < tile_n) ends[first + t] = end;
+      }
+      g.barrier();
+    }
+    const u32 k = next;
+    next += S;
+    const u32 e = find_entry(g, [ends](u32 i) { return ends[i]; }, tile_n, k);
+    *entry = base + e;
+    *unit = slots.direct(base + e, src.units(base + e)) + (k - (e > 0 ? ends[e - 1] : 0u));
+    return true;
+  }
+  XSC_FN static u32 rest_units(const PointerTableSource& src, const DirectSlots& slots, i64 e) {
+    const u32 units = src.units(e);
+    return units - slots.direct(e, units);
+  }
+};
+
+// The table schedule (batch_memcpy): entries of any size. Each sub-group copies its direct slot's unit,
+// then its share of the rest (ShortRest or TileRest). One copy_unit call for all of them, so IGC compiles
+// the copy once.
 template <class G>
 XSC_FN void run_tiles(const G& g, const PointerTableSource& src) {
   const i64 n = src.count();
-  const u32 tile = g.local_size() * kItems, S = subgroup_count(g), w = subgroup_index(g);
-  const u32 first = g.local_id() * kItems;
-  u32* ends = g.table();
-  u32 phase = 0;  // the sub-group that copies the tile's unit 0: (units of the tiles before) mod S
-  for (i64 base = 0; base < n; base += tile) {
-    const u32 tile_n = n - base < (i64)tile ? (u32)(n - base) : tile;
-    // Unrolled by 4: a work-item's size loads go four at a time rather than one after another (by 8, the
-    // 64-bit addresses of the loads spill on dg2, which emulates 64-bit integer arithmetic).
-    u32 units = 0;
-#pragma unroll 4
-    for (u32 t = 0; t < kItems; ++t) units += first + t < tile_n ? src.units(base + first + t) : 0u;
-    u32 total = 0;
-    u32 end = g.exclusive_scan(units, &total);
-#pragma unroll 4
-    for (u32 t = 0; t < kItems; ++t) {
-      // A second read, from the cache: no array of counts stays live across the scan.
-      end += first + t < tile_n ? src.units(base + first + t) : 0u;
-      if (first + t < tile_n) ends[first + t] = end;
+  if (n <= 0) return;
+  const DirectSlots slots = DirectSlots::of(g, n);
+  const bool idle = slots.q >= src.units(slots.e);
+  const bool short_batch = n <= (i64)kShortEntries && n <= (i64)g.sg_size() * g.sg_size();
+  ShortRest short_rest{0, 0, 0, 0, 0};
+  TileRest tile_rest{0, 0, 0, 0, 0};
+  for (bool direct = true;; direct = false) {
+    i64 entry = slots.e;
+    u32 unit = slots.q;
+    if (direct) {
+      if (idle) continue;
+    } else if (short_batch) {
+      if (short_rest.per == 0) short_rest = ShortRest::of(g, src, slots, idle);
+      if (!short_rest.take(g, src, slots, &entry, &unit)) return;
+    } else if (!tile_rest.take(g, src, slots, &entry, &unit)) {
+      return;
     }
-    g.barrier();
-    for (u32 k = first_of(w, phase, S); k < total; k += S) {
-      const u32 e = find_entry(g, [ends](u32 i) { return ends[i]; }, tile_n, k);
-      copy_unit(g, src.span(base + e), k - (e > 0 ? ends[e - 1] : 0u));
-    }
-    g.barrier();  // the totals are rewritten for the next tile
-    phase = (u32)(((u64)phase + total) % S);
+    copy_unit(g, src.span(entry), unit);
   }
 }
 

@@ -34,6 +34,11 @@ struct CudaGroup {
     for (int d = kWarp / 2; d > 0; d /= 2) v = min(v, __shfl_xor_sync(0xffffffffu, v, d));
     return v;
   }
+  __device__ xsc::u32 sg_exclusive_sum(xsc::u32 v, xsc::u32* total) const {
+    const xsc::u32 incl = warp_inclusive_scan(v);
+    *total = __shfl_sync(0xffffffffu, incl, kWarp - 1);
+    return incl - v;
+  }
   __device__ xsc::u32* table() const { return local_table; }
 
   // Block-wide exclusive prefix sum: warp scans by shuffles, then one warp scans the warp totals.
