@@ -5,8 +5,9 @@
 // Units are dealt round-robin over every sub-group of the grid, in the order the entries come: unit k of
 // the launch goes to sub-group k mod S (S sub-groups in all). A huge entry is then spread over the whole
 // device, many small ones a few to each sub-group, and no sub-group copies more than one unit above any
-// other. The grid is one resident grid (the launchers size it from the device), so every sub-group runs
-// from launch to end.
+// other (two in a long batch_memcpy launch, whose rest is dealt out without regard to the direct slots).
+// The grid is one resident grid (the launchers size it from the device), so every sub-group runs from
+// launch to end.
 //
 // The Group adapter each backend supplies (SyclGroup, CudaGroup, the host tests' HostLane):
 //   group_id, num_groups, local_id, local_size, sg_id, num_sgs, sg_lane, sg_size: u32 ids and counts;
