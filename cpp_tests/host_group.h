@@ -84,9 +84,9 @@ struct HostLane {
   void sg_barrier() const { sub->wait(); }
   u32 sg_shuffle(u32 v, u32 from) const { return (u32)sub->read(lane, v, from); }
   u32 sg_sum(u32 v) const {
-    i64 total = 0;
-    sub->exclusive_scan(lane, v, &total);
-    return (u32)total;
+    u32 total = 0;
+    sg_exclusive_sum(v, &total);
+    return total;
   }
   u32 sg_count(bool p) const { return sg_sum(p ? 1u : 0u); }
   u32 sg_exclusive_sum(u32 v, u32* total) const {

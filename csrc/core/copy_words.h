@@ -61,7 +61,7 @@ XSC_HOST_FN bool ranges_overlap(u64 src, u64 dst, i64 bytes) {
 XSC_HOST_FN u32 chunks_per_row(i64 row_bytes) { return (u32)((row_bytes + kChunkBytes - 1) / kChunkBytes); }
 XSC_HOST_FN u32 rows_per_unit(i64 row_bytes) { return row_bytes > kChunkBytes ? 1u : (u32)(kChunkBytes / row_bytes); }
 // units_of(1, bytes) without its division by the row size: one unit per started chunk.
-XSC_HOST_FN u32 units_of_bytes(i64 bytes) { return bytes > 0 ? (u32)((bytes + kChunkBytes - 1) / kChunkBytes) : 0u; }
+XSC_HOST_FN u32 units_of_bytes(i64 bytes) { return bytes > 0 ? chunks_per_row(bytes) : 0u; }
 XSC_HOST_FN u32 units_of(i64 rows, i64 row_bytes) {
   if (rows <= 0 || row_bytes <= 0) return 0;
   if (row_bytes > kChunkBytes) return (u32)rows * chunks_per_row(row_bytes);

