@@ -241,18 +241,25 @@ XSC_FN void run_rows(const G& g, const Source& src) {
   if (per_row == 0) return;
   const u32 S = subgroup_count(g), w = subgroup_index(g), lanes = g.sg_size(), lane = g.sg_lane();
   const u32 per_row_phase = per_row % S;
+  const auto ends = [&src](u32 i) { return src.units_end(i); };
   u32 phase = 0;  // the sub-group that copies the next copying row's unit 0
+  // This sub-group's first unit is unit w of the first row that copies (phase 0 there): its state is looked
+  // up while the first rows' inputs are loading, so that the search's trips overlap theirs.
+  bool first = true;
+  u32 first_state = 0;
   for (i64 base = 0; base < rows; base += lanes) {
     const bool mine_exists = base + lane < rows;
     const RowOf mine = mine_exists ? src.row_of(base + lane) : RowOf{-1, -1, -1, -1};
+    if (base == 0 && w < per_row) first_state = find_entry(g, ends, states, w);
     const bool copies = mine_exists && src.copies(mine);
     for (u32 l = g.sg_min(copies ? lane : lanes); l < lanes; l = g.sg_min(copies && lane > l ? lane : lanes)) {
       const RowOf row{(int)g.sg_shuffle((u32)mine.a, l), (int)g.sg_shuffle((u32)mine.b, l),
                       (int)g.sg_shuffle((u32)mine.c, l), (int)g.sg_shuffle((u32)mine.d, l)};
       for (u32 k = first_of(w, phase, S); k < per_row; k += S) {
-        const u32 j = find_entry(g, [&src](u32 i) { return src.units_end(i); }, states, k);
+        const u32 j = first && k == w ? first_state : find_entry(g, ends, states, k);
         copy_unit(g, src.span(row, j), k - (j > 0 ? src.units_end(j - 1) : 0u));
       }
+      first = false;
       phase += per_row_phase;
       if (phase >= S) phase -= S;
     }
