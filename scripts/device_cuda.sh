@@ -10,6 +10,9 @@
 # this build, into build/baseline-site; stage bench then times both in one process, in turns
 # (--baseline xsc_baseline), so old and new share one table and one device state.
 # Stage build also compiles the bench's CUDA peers (benchmarks/cuda_peers.cu) into their cache folder.
+# VARIANTS="NAME=DIR ..." (source trees, e.g. a change and a variant of it): stage build also builds each,
+# renamed to the package NAME, into build/variants/NAME; stage compare (not in the default STAGES) times this
+# build and every variant side by side on COMPARE_ARGS' workloads (scripts/compare_builds.py).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-build/device}
@@ -36,6 +39,14 @@ if has build; then
         && pip_build build/baseline-src "$OUT/baseline_build.log" --target build/baseline-site; } &
     baseline_pid=$!
   fi
+  variant_pids=()
+  for variant in ${VARIANTS:-}; do
+    name=${variant%%=*} tree=${variant#*=}
+    { rm -rf "build/variants/$name" \
+        && "$PY" scripts/baseline_tree.py "$tree" "build/variant-src/$name" "$name" \
+        && pip_build "build/variant-src/$name" "$OUT/variant_$name.log" --target "build/variants/$name"; } &
+    variant_pids+=($!)
+  done
   "$PY" -m benchmarks.cuda_peers > "$OUT/cuda_peers_build.txt" 2>&1 &
   peers_pid=$!
   pip_build . "$OUT/build.log" || exit 1
@@ -45,6 +56,7 @@ if has build; then
     (cd /tmp && PYTHONPATH="$OLDPWD/build/baseline-site" "$PY" -c \
       "import xsc_baseline as x; print('baseline from', x.__file__, x.backend('cuda'))")
   fi
+  for pid in ${variant_pids[@]+"${variant_pids[@]}"}; do wait "$pid" || exit 1; done
   wait "$peers_pid"; tail -3 "$OUT/cuda_peers_build.txt"
   took build "$start"
 fi
@@ -65,5 +77,14 @@ if has bench; then
   (cd /tmp && PYTHONPATH="$site" "$PY" -m xpu_state_copy bench --device cuda --out "$OUT/bench" \
     ${baseline[@]+"${baseline[@]}"} ${BENCH_ARGS:-}) 2>"$OUT/bench_progress.txt" | tee "$OUT/bench.txt"
   took bench "$start"
+fi
+if has compare; then
+  echo "== compare"; start=$SECONDS
+  builds=(xpu_state_copy=.)
+  for variant in ${VARIANTS:-}; do builds+=("${variant%%=*}=$PWD/build/variants/${variant%%=*}"); done
+  # shellcheck disable=SC2086  # COMPARE_ARGS is a list of arguments
+  (cd /tmp && "$PY" "$OLDPWD/scripts/compare_builds.py" "${builds[@]}" ${COMPARE_ARGS:-}) 2>"$OUT/compare_progress.txt" \
+    | tee "$OUT/compare.txt"
+  took compare "$start"
 fi
 true

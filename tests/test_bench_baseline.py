@@ -3,6 +3,7 @@ loads beside this one) is verified and timed in the same run as ours, in turns, 
 identical baseline is reported FAILED, not timed. Here the older build is a stand-in module on the CPU;
 scripts/device_cuda.sh (BASELINE=DIR) runs the real one on a GPU. Also the summary table they share."""
 import importlib
+import pathlib
 import sys
 
 import pytest
@@ -70,3 +71,23 @@ def test_summary_has_one_column_per_method_in_table_order():
                                 "baseline", "copy_", "cub_batched"]
     assert lines[2].split() == ["step", "0.500", "0.500", "0.500", "0.500", "0.500"]
     assert len(lines[3].split()) == 7 and len(lines[2]) <= len(lines[1])
+
+
+def test_compare_builds_times_every_build_side_by_side(tmp_path, monkeypatch, capsys):
+    """scripts/compare_builds.py: each named build gets its own lines, verified against the workload's bytes
+    (a build that copies half of every entry is reported FAILED, not timed), with a ratio to the roofline."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "scripts"))
+    try:
+        compare_builds = importlib.import_module("compare_builds")
+    finally:
+        sys.path.pop(0)
+    good = _real_op() or _stub_op()
+    monkeypatch.setitem(sys.modules, "xsc_good_build", good)
+    monkeypatch.setitem(sys.modules, "xsc_half_build", _stub_op(broken=True))
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the folders it adds go with the test
+    compare_builds.main([f"xsc_good_build={tmp_path}", f"xsc_half_build={tmp_path}", "--device", "cpu",
+                         "--workloads", "tiny", "--reps", "2", "--warmup", "1"])
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.startswith("  ")}
+    assert float(lines["contiguous"].split()[1]) == 1.0
+    assert float(lines["xsc_good_build"].split()[1]) > 0
+    assert "FAILED" in lines["xsc_half_build"]

@@ -69,7 +69,8 @@ XSC_HOST_FN u32 units_of(i64 rows, i64 row_bytes) {
   return ((u32)rows + per - 1) / per;
 }
 
-// Plain loads and stores; a backend may specialize them (the CUDA twin streams 16-byte words).
+// Plain loads and stores of 16-byte words through global pointers (no backend adds cache hints: the twin
+// must time what the SYCL build does).
 template <class W>
 XSC_FN W load_word(const XSC_GLOBAL W* p) {
   return *p;

@@ -5,7 +5,9 @@
 // Units are dealt round-robin over every sub-group of the grid, in the order the entries come: unit k of
 // the launch goes to sub-group k mod S (S sub-groups in all). A huge entry is then spread over the whole
 // device, many small ones a few to each sub-group, and no sub-group copies more than one unit above any
-// other (two in a long batch_memcpy launch, whose rest is dealt out without regard to the direct slots).
+// other. batch_memcpy deals each entry's first units by position first (its direct slots, below: T per
+// sub-group) and only the rest round-robin, so a sub-group there may copy up to T + 1 units above another,
+// though about as many as any other unless the entries' sizes repeat with the grid's size.
 // The grid is one resident grid (the launchers size it from the device), so every sub-group runs from
 // launch to end.
 //
@@ -54,29 +56,40 @@ XSC_FN u32 find_entry(const G& g, const Ends& ends, u32 n, u32 r) {
   return lo;
 }
 
-// Direct slots of the table schedule. Sub-group w of S has slot (w / m, w mod m), m = min(n, S): unit
-// w / m of entry w mod m, which it copies before anything else, one trip to the tables (that entry's
-// addresses and size) after launch rather than after a scan of every size and a lookup. Entry e < m has
-// S / m slots, one more if e < S mod m, entries from m on none; its first min(units, slots) units are
-// copied from their slots ("direct"), and only the units after them go through a scan.
+// Direct slots of the table schedule. Slot v (v = 0, 1, ...) is unit v / n of entry v mod n, and sub-group w
+// of S holds slots w, w + S, ..., T of them: T * S slots in all, which deal every entry's first units out
+// without reading any size but their own. A sub-group copies each of its slots that holds a unit before
+// anything else, one trip to the tables each, rather than after a scan of every size and a lookup. Short
+// batches have T = 1 (S / n slots an entry, or one more); longer ones T = ceil(2n / S), so that every entry
+// has at least two, and a batch of entries of one or two units (thousands of 4 - 16 KiB entries) needs no
+// scan at all to be copied. Only the units past an entry's slots go through a count.
 struct DirectSlots {
-  u32 m, per, extra;
-  u32 q, e;  // the calling sub-group's slot
+  i64 n;
+  u64 per, extra;  // entry e has per slots, one more if e < extra
+  u32 T, w, S;
 
   template <class G>
-  XSC_FN static DirectSlots of(const G& g, i64 n) {
-    const u32 S = subgroup_count(g), w = subgroup_index(g);
-    const u32 m = n < (i64)S ? (u32)n : S;
-    return DirectSlots{m, S / m, S % m, w / m, w % m};
+  XSC_FN static DirectSlots of(const G& g, i64 n, bool short_batch) {
+    const u32 S = subgroup_count(g);
+    const u32 T = short_batch ? 1u : (u32)((2 * (u64)n + S - 1) / S);
+    const u64 total = (u64)T * S;
+    return DirectSlots{n, total / (u64)n, total % (u64)n, T, subgroup_index(g), S};
   }
-  XSC_FN u32 slots(i64 e) const { return e < (i64)m ? per + (e < (i64)extra ? 1u : 0u) : 0u; }
+  // The caller's slot t < T.
+  XSC_FN void slot(u32 t, i64* entry, u32* unit) const {
+    const u64 v = w + (u64)t * S;
+    *entry = (i64)(v % (u64)n);
+    *unit = (u32)(v / (u64)n);
+  }
+  XSC_FN u32 slots(i64 e) const { return (u32)(per + ((u64)e < extra ? 1u : 0u)); }
   XSC_FN u32 direct(i64 e, u32 units) const {
     const u32 s = slots(e);
     return units < s ? units : s;
   }
-  // Of entry e's slots held by sub-groups before the caller, those that find a unit there.
+  // Of entry e's slots held by sub-groups before the caller, those that find a unit there (T = 1).
   XSC_FN u32 busy_before(u32 e, u32 units) const {
-    const u32 before = e < m ? q + (e < this->e ? 1u : 0u) : 0u;
+    const u32 q = w / (u32)n, mine = w % (u32)n;  // n <= kShortEntries
+    const u32 before = q + (e < mine ? 1u : 0u);
     return before < units ? before : units;
   }
 };
@@ -164,7 +177,8 @@ struct TileRest {
       u32 end = g.exclusive_scan(units, &total);
       next = first_of(subgroup_index(g), phase, S);
       if (total == 0) continue;  // the same on every work-item: nothing to write or wait for
-#pragma unroll 4
+      // Not unrolled: its reads hit the cache, and unrolled by four it took 3.3 KB of the SPIR-V image.
+#pragma unroll 1
       for (u32 t = 0; t < kItems; ++t) {
         // A second read, from the cache: no array of counts stays live across the scan.
         end += first + t < tile_n ? rest_units(src, slots, base + first + t) : 0u;
@@ -185,23 +199,25 @@ struct TileRest {
   }
 };
 
-// The table schedule (batch_memcpy): entries of any size. Each sub-group copies its direct slot's unit,
+// The table schedule (batch_memcpy): entries of any size. Each sub-group copies its direct slots' units,
 // then its share of the rest (ShortRest or TileRest). One copy_unit call for all of them, so IGC compiles
 // the copy once.
 template <class G>
 XSC_FN void run_tiles(const G& g, const PointerTableSource& src) {
   const i64 n = src.count();
   if (n <= 0) return;
-  const DirectSlots slots = DirectSlots::of(g, n);
-  const bool idle = slots.q >= src.units(slots.e);
   const bool short_batch = n <= (i64)kShortEntries && n <= (i64)g.sg_size() * g.sg_size();
+  const DirectSlots slots = DirectSlots::of(g, n, short_batch);
   ShortRest short_rest{0, 0, 0, 0, 0};
   TileRest tile_rest{0, 0, 0, 0, 0};
-  for (bool direct = true;; direct = false) {
-    i64 entry = slots.e;
-    u32 unit = slots.q;
-    if (direct) {
-      if (idle) continue;
+  bool idle = true;  // no slot of this sub-group held a unit
+  for (u32 t = 0;;) {
+    i64 entry;
+    u32 unit;
+    if (t < slots.T) {
+      slots.slot(t++, &entry, &unit);
+      if (unit >= src.units(entry)) continue;
+      idle = false;
     } else if (short_batch) {
       if (short_rest.per == 0) short_rest = ShortRest::of(g, src, slots, idle);
       if (!short_rest.take(g, src, slots, &entry, &unit)) return;
@@ -225,18 +241,25 @@ XSC_FN void run_rows(const G& g, const Source& src) {
   if (per_row == 0) return;
   const u32 S = subgroup_count(g), w = subgroup_index(g), lanes = g.sg_size(), lane = g.sg_lane();
   const u32 per_row_phase = per_row % S;
+  const auto ends = [&src](u32 i) { return src.units_end(i); };
   u32 phase = 0;  // the sub-group that copies the next copying row's unit 0
+  // This sub-group's first unit is unit w of the first row that copies (phase 0 there): its state is looked
+  // up while the first rows' inputs are loading, so that the search's trips overlap theirs.
+  bool first = true;
+  u32 first_state = 0;
   for (i64 base = 0; base < rows; base += lanes) {
     const bool mine_exists = base + lane < rows;
     const RowOf mine = mine_exists ? src.row_of(base + lane) : RowOf{-1, -1, -1, -1};
+    if (base == 0 && w < per_row) first_state = find_entry(g, ends, states, w);
     const bool copies = mine_exists && src.copies(mine);
     for (u32 l = g.sg_min(copies ? lane : lanes); l < lanes; l = g.sg_min(copies && lane > l ? lane : lanes)) {
       const RowOf row{(int)g.sg_shuffle((u32)mine.a, l), (int)g.sg_shuffle((u32)mine.b, l),
                       (int)g.sg_shuffle((u32)mine.c, l), (int)g.sg_shuffle((u32)mine.d, l)};
       for (u32 k = first_of(w, phase, S); k < per_row; k += S) {
-        const u32 j = find_entry(g, [&src](u32 i) { return src.units_end(i); }, states, k);
+        const u32 j = first && k == w ? first_state : find_entry(g, ends, states, k);
         copy_unit(g, src.span(row, j), k - (j > 0 ? src.units_end(j - 1) : 0u));
       }
+      first = false;
       phase += per_row_phase;
       if (phase >= S) phase -= S;
     }
