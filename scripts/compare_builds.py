@@ -42,15 +42,15 @@ def methods_of(builds, with_triton):
 
 
 def print_result(result):
-    methods = {m["key"]: m for m in result["methods"]}
-    roof = methods.get(peers.ROOFLINE)
+    """One line per method: its ratio to the roofline (report.fill_ratios, which the bench's runs call), its
+    median and spread."""
     print(f"{result['name']}: {result['entries']} entries, {result['total_bytes'] / 2**20:.1f} MiB")
-    for key, m in methods.items():
+    for m in result["methods"]:
+        key = m["key"]
         if m["status"] != "ok":
             print(f"  {key:24s} {m['status']}: {m.get('error', '')}")
             continue
-        ratio = roof["median_ms"] / m["median_ms"] if roof and roof["status"] == "ok" else float("nan")
-        print(f"  {key:24s} {ratio:6.3f}  {m['median_ms'] * 1e3:9.1f} us "
+        print(f"  {key:24s} {m.get('ratio', float('nan')):6.3f}  {m['median_ms'] * 1e3:9.1f} us "
               f"({m['p10_ms'] * 1e3:.1f} - {m['p90_ms'] * 1e3:.1f})")
     sys.stdout.flush()
 
