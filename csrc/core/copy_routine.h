@@ -62,9 +62,16 @@ XSC_FN void item_memmove(u64 src, u64 dst, i64 len) {
 // 256 bytes per word step); longer ones one row at a time by the whole sub-group.
 constexpr i64 kShortRowBytes = 256;
 
-// Unit `unit` of entry `e` (units_of(e.rows, e.row_bytes) of them), on the calling sub-group.
+// A unit is cut in 1, 2 or 4 pieces (`log_parts` 0 - 2) when a launch's last round is dealt in pieces
+// (schedule.h): pieces of 2 KiB or more, each still a few wide steps of a sub-group. Powers of two, so that
+// cutting takes shifts rather than divisions (64-bit ones are emulated on dg2).
+constexpr u32 kMaxLogParts = 2;
+
+// Piece `part` of the 2**log_parts pieces of unit `unit` of entry `e` (units_of(e.rows, e.row_bytes) of
+// them; log_parts 0: the whole unit), on the calling sub-group. A unit of several rows is cut between rows,
+// a unit of one row at 16-byte offsets into it (so that the pieces keep the unit's alignment).
 template <class G>
-XSC_FN void copy_unit(const G& g, const Span& e, u32 unit) {
+XSC_FN void copy_unit(const G& g, const Span& e, u32 unit, u32 part, u32 log_parts) {
   const i64 row_bytes = e.row_bytes;
   if (e.rows <= 0 || row_bytes <= 0) return;
   // The unit's rows r0 .. r1 - 1, and of each the bytes from .. to.
@@ -82,6 +89,21 @@ XSC_FN void copy_unit(const G& g, const Span& e, u32 unit) {
     r1 = (u64)r0 + per < (u64)e.rows ? r0 + per : (u32)e.rows;
   }
   if (r0 >= (u64)e.rows) return;
+  // An overlapping row is moved whole by the piece that holds its first byte (below).
+  bool holds_row_start = from == 0;
+  i64 piece_from = from;
+  if (log_parts > 0) {
+    if (r1 - r0 > 1) {
+      const u32 rows = r1 - r0;
+      r1 = r0 + ((rows * (part + 1)) >> log_parts);
+      r0 += (rows * part) >> log_parts;
+    } else {
+      const u32 len = (u32)(to - from);  // at most kChunkBytes
+      holds_row_start = holds_row_start && part == 0;
+      piece_from = from + (i64)(((len * part) >> log_parts) & ~15u);
+      if (part + 1 < (1u << log_parts)) to = from + (i64)(((len * (part + 1)) >> log_parts) & ~15u);
+    }
+  }
   if (row_bytes < kShortRowBytes && r1 - r0 > 1) {
     for (u32 r = r0 + (u32)g.sg_lane(); r < r1; r += (u32)g.sg_size())
       item_memmove(e.src + (u64)r * e.src_stride, e.dst + (u64)r * e.dst_stride, row_bytes);
@@ -90,12 +112,12 @@ XSC_FN void copy_unit(const G& g, const Span& e, u32 unit) {
   for (u32 r = r0; r < r1; ++r) {
     const u64 s = e.src + (u64)r * e.src_stride, d = e.dst + (u64)r * e.dst_stride;
     const bool ordered = ranges_overlap(s, d, row_bytes);
-    if (s == d || (ordered && from != 0)) continue;  // nothing to move / the row's first unit moves it
-    const i64 end = ordered ? row_bytes : to;
-    const int pieces = (int)((end - from + kChunkBytes - 1) / kChunkBytes);  // more than one only if ordered
+    if (s == d || (ordered && !holds_row_start)) continue;  // nothing to move / another piece moves it
+    const i64 start = ordered ? 0 : piece_from, end = ordered ? row_bytes : to;
+    const int pieces = (int)((end - start + kChunkBytes - 1) / kChunkBytes);  // more than one only if ordered
     const bool backward = ordered && d > s;
     for (int p = 0; p < pieces; ++p) {
-      const i64 off = from + (i64)(backward ? pieces - 1 - p : p) * kChunkBytes;
+      const i64 off = start + (i64)(backward ? pieces - 1 - p : p) * kChunkBytes;
       const i64 rest = end - off;
       sg_copy_piece(g, s + (u64)off, d + (u64)off, (int)(rest < kChunkBytes ? rest : kChunkBytes), ordered);
       if (ordered) g.sg_barrier();

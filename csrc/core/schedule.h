@@ -100,18 +100,42 @@ struct DirectSlots {
 // whose slot held no unit starts on the rest while its neighbours still copy.
 constexpr u32 kShortEntries = 256;
 
+// How positions 0 .. P-1 are dealt over S sub-groups: position c to rank c mod S, whole, except that the
+// last round's L positions (when that leaves at least half the grid idle) are cut in 2 or 4 pieces (at most
+// S / L), piece h to rank h: one request's step (4,824 units on 2,112 sub-groups: two rounds and 600 units)
+// then ends after 2 1/2 units' time instead of 3, with 1,200 sub-groups copying to the end instead of 600.
+struct Rounds {
+  u32 whole_end;  // positions dealt whole
+  u32 piece;      // the caller's piece of the last round: position << 4 | log2(parts) << 2 | part, or ~0u
+
+  // For the sub-group of rank `rank`. `first_round`: whether the first round may be cut too (not where it
+  // holds units already copied).
+  XSC_FN static Rounds of(u32 positions, u32 S, u32 rank, bool first_round) {
+    const u32 tail = positions % S, whole = positions - tail;
+    const u32 log_parts = tail * 4 <= S ? 2u : tail * 2 <= S ? 1u : 0u;  // 2**log_parts * tail <= S
+    if (tail == 0 || log_parts == 0 || (whole == 0 && !first_round) || positions >= 1u << 28)
+      return Rounds{positions, ~0u};  // (positions past 2**28 do not fit a piece's code)
+    if (rank >= tail << log_parts) return Rounds{whole, ~0u};
+    return Rounds{whole, (whole + (rank >> log_parts)) << 4 | log_parts << 2 | (rank & ((1u << log_parts) - 1))};
+  }
+};
+
 // The rest of a short batch (after the direct slots), as one sub-group sees it. Sub-groups are ranked
-// idle-first (those whose slot held no unit, in order, then the others) and the k-th rest unit goes to rank
-// k mod S: one request's step (72 entries on thousands of sub-groups) hands all its rest units to
+// idle-first (those whose slot held no unit, in order, then the others), and the rest is dealt as positions
+// (Rounds): rank r holds position r of the first round (its direct unit, if it had one) and r + S, r + 2S,
+// ... after it, so one request's step (72 entries on thousands of sub-groups) hands its first rest units to
 // sub-groups that copied nothing yet. Each lane holds the rest units of its stretch of entries.
 struct ShortRest {
   u32 per, before, mine;  // entries per lane; rest units of the lanes before; of this lane
-  u32 total, next;        // rest units in all; this sub-group's next one
+  u32 total;              // rest units in all
+  u32 busy;               // sub-groups whose slot held a unit: positions S - busy .. S - 1 of the first round
+  u32 next;               // this sub-group's next position
+  Rounds rounds;
 
   template <class G>
   XSC_FN static ShortRest of(const G& g, const PointerTableSource& src, const DirectSlots& slots, bool idle) {
     const u32 n = (u32)src.count(), lanes = g.sg_size(), per = (n + lanes - 1) / lanes;
-    const u32 first = g.sg_lane() * per;
+    const u32 first = g.sg_lane() * per, S = subgroup_count(g);
     u32 mine = 0, busy_before = 0, busy = 0;
     for (u32 t = 0; t < per; ++t) {
       const u32 e = first + t, units = e < n ? src.units(e) : 0u, direct = slots.direct(e, units);
@@ -119,22 +143,37 @@ struct ShortRest {
       busy += direct;
       busy_before += slots.busy_before(e, units);
     }
-    ShortRest r{per, 0, mine, 0, 0};
+    ShortRest r{per, 0, mine, 0, 0, 0, Rounds{0, ~0u}};
+    u32 busy_ahead = 0;  // sub-groups before this one whose slot holds a unit
     r.before = g.sg_exclusive_sum(mine, &r.total);
-    u32 busy_ahead = 0, busy_all = 0;  // sub-groups before this one whose slot holds a unit, and in all
     g.sg_exclusive_sum(busy_before, &busy_ahead);
-    g.sg_exclusive_sum(busy, &busy_all);
-    const u32 w = subgroup_index(g), idle_ahead = w - busy_ahead;
-    r.next = idle ? idle_ahead : (subgroup_count(g) - busy_all) + busy_ahead;
+    g.sg_exclusive_sum(busy, &r.busy);
+    const u32 w = subgroup_index(g), rank = idle ? w - busy_ahead : (S - r.busy) + busy_ahead;
+    r.next = idle ? rank : rank + S;
+    r.rounds = Rounds::of(r.total + r.busy, S, rank, false);
     return r;
   }
-  // The entry and unit of this sub-group's next rest unit, if it has one left: the lane whose stretch holds
-  // it is found from the lanes' running totals, then the lanes look at that stretch's entries together.
+  // The entry, unit and piece of this sub-group's next position, if it has one left: the lane whose
+  // stretch holds it is found from the lanes' running totals, then the lanes look at that stretch's entries
+  // together.
   template <class G>
-  XSC_FN bool take(const G& g, const PointerTableSource& src, const DirectSlots& slots, i64* entry, u32* unit) {
-    if (next >= total) return false;
-    const u32 k = next, n = (u32)src.count(), lane = g.sg_lane();
-    next += subgroup_count(g);
+  XSC_FN bool take(const G& g, const PointerTableSource& src, const DirectSlots& slots, i64* entry, u32* unit,
+                   u32* part, u32* log_parts) {
+    const u32 S = subgroup_count(g);
+    u32 c = next;
+    if (next < rounds.whole_end) {
+      next += S;
+    } else if (rounds.piece == ~0u) {
+      return false;
+    } else {
+      c = rounds.piece >> 4;
+      *part = rounds.piece & 3u;
+      *log_parts = (rounds.piece >> 2) & 3u;
+      rounds.piece = ~0u;
+    }
+    const u32 k = c < S - busy ? c : c - busy;  // the rest unit at position c
+    if (k >= total) return false;  // an idle rank of a first round with fewer rest units than idle ranks
+    const u32 n = (u32)src.count(), lane = g.sg_lane();
     const u32 owner = g.sg_count(before + mine <= k);  // the lanes whose rest units all come before k
     const u32 e = owner * per + lane, units = lane < per && e < n ? src.units(e) : 0u;  // per <= lanes
     const u32 direct = slots.direct(e, units), rest = units - direct;
@@ -208,23 +247,23 @@ XSC_FN void run_tiles(const G& g, const PointerTableSource& src) {
   if (n <= 0) return;
   const bool short_batch = n <= (i64)kShortEntries && n <= (i64)g.sg_size() * g.sg_size();
   const DirectSlots slots = DirectSlots::of(g, n, short_batch);
-  ShortRest short_rest{0, 0, 0, 0, 0};
+  ShortRest short_rest{0, 0, 0, 0, 0, 0, Rounds{0, ~0u}};
   TileRest tile_rest{0, 0, 0, 0, 0};
   bool idle = true;  // no slot of this sub-group held a unit
   for (u32 t = 0;;) {
     i64 entry;
-    u32 unit;
+    u32 unit, part = 0, log_parts = 0;
     if (t < slots.T) {
       slots.slot(t++, &entry, &unit);
       if (unit >= src.units(entry)) continue;
       idle = false;
     } else if (short_batch) {
       if (short_rest.per == 0) short_rest = ShortRest::of(g, src, slots, idle);
-      if (!short_rest.take(g, src, slots, &entry, &unit)) return;
+      if (!short_rest.take(g, src, slots, &entry, &unit, &part, &log_parts)) return;
     } else if (!tile_rest.take(g, src, slots, &entry, &unit)) {
       return;
     }
-    copy_unit(g, src.span(entry), unit);
+    copy_unit(g, src.span(entry), unit, part, log_parts);
   }
 }
 
@@ -232,8 +271,9 @@ XSC_FN void run_tiles(const G& g, const PointerTableSource& src) {
 // whose running unit bound passes v, read from the plan, so no scan is needed. Each sub-group walks the rows
 // in order, sg_size() at a time: each work-item reads one row's inputs, and the rows that copy are taken in
 // turn, their units numbered on from the copying rows before them (a row that copies nothing takes no unit:
-// a spec-decode step where a few of many rows copy deals out only theirs). A unit past a state's actual
-// units (a shifted conv state's last) copies nothing.
+// a spec-decode step where a few of many rows copy deals out only theirs). Where every row fits in one pass,
+// the launch's units are known before the first copy and dealt by Rounds, the last round in pieces. A unit
+// past a state's actual units (a shifted conv state's last) copies nothing.
 template <class G, class Source>
 XSC_FN void run_rows(const G& g, const Source& src) {
   const i64 rows = src.row_count();
@@ -243,23 +283,29 @@ XSC_FN void run_rows(const G& g, const Source& src) {
   const u32 per_row_phase = per_row % S;
   const auto ends = [&src](u32 i) { return src.units_end(i); };
   u32 phase = 0;  // the sub-group that copies the next copying row's unit 0
-  // This sub-group's first unit is unit w of the first row that copies (phase 0 there): its state is looked
-  // up while the first rows' inputs are loading, so that the search's trips overlap theirs.
-  bool first = true;
-  u32 first_state = 0;
+  u32 done = 0;   // units of the copying rows before the next one (one pass only)
+  Rounds rounds{~0u, ~0u};
   for (i64 base = 0; base < rows; base += lanes) {
     const bool mine_exists = base + lane < rows;
     const RowOf mine = mine_exists ? src.row_of(base + lane) : RowOf{-1, -1, -1, -1};
-    if (base == 0 && w < per_row) first_state = find_entry(g, ends, states, w);
     const bool copies = mine_exists && src.copies(mine);
+    if (rows <= (i64)lanes && per_row < (1u << 28) / lanes)  // (so that the product below fits)
+      rounds = Rounds::of(g.sg_count(copies) * per_row, S, w, true);
     for (u32 l = g.sg_min(copies ? lane : lanes); l < lanes; l = g.sg_min(copies && lane > l ? lane : lanes)) {
       const RowOf row{(int)g.sg_shuffle((u32)mine.a, l), (int)g.sg_shuffle((u32)mine.b, l),
                       (int)g.sg_shuffle((u32)mine.c, l), (int)g.sg_shuffle((u32)mine.d, l)};
-      for (u32 k = first_of(w, phase, S); k < per_row; k += S) {
-        const u32 j = first && k == w ? first_state : find_entry(g, ends, states, k);
-        copy_unit(g, src.span(row, j), k - (j > 0 ? src.units_end(j - 1) : 0u));
+      for (u32 k = first_of(w, phase, S), part = 0, log_parts = 0; log_parts == 0; k += S) {
+        if (k >= per_row || done + k >= rounds.whole_end) {  // this row's whole units are copied
+          const u32 at = rounds.piece >> 4;  // its piece of the last round, if that lies in this row
+          if (rounds.piece == ~0u || at < done || at - done >= per_row) break;
+          k = at - done;
+          part = rounds.piece & 3u;
+          log_parts = (rounds.piece >> 2) & 3u;
+        }
+        const u32 j = find_entry(g, ends, states, k);
+        copy_unit(g, src.span(row, j), k - (j > 0 ? src.units_end(j - 1) : 0u), part, log_parts);
       }
-      first = false;
+      done += per_row;
       phase += per_row_phase;
       if (phase >= S) phase -= S;
     }
