@@ -4,8 +4,9 @@
 // small and quick to build.
 //
 // Overlap. A row whose source and destination overlap (a memmove with a shift, e.g. a conv state shifted
-// within its own block) is copied whole by the unit holding its first chunk, in the safe direction, with
-// sub-group barriers between each step's loads and stores; its other units copy nothing.
+// within its own block) is copied whole by the unit holding its first chunk (by that unit's first piece,
+// where units are cut in pieces), in the safe direction, with sub-group barriers between each step's loads
+// and stores; its other units and pieces copy nothing.
 #pragma once
 
 #include "copy_words.h"
@@ -62,14 +63,12 @@ XSC_FN void item_memmove(u64 src, u64 dst, i64 len) {
 // 256 bytes per word step); longer ones one row at a time by the whole sub-group.
 constexpr i64 kShortRowBytes = 256;
 
-// A unit is cut in 1, 2 or 4 pieces (`log_parts` 0 - 2) when a launch's last round is dealt in pieces
-// (schedule.h): pieces of 2 KiB or more, each still a few wide steps of a sub-group. Powers of two, so that
-// cutting takes shifts rather than divisions (64-bit ones are emulated on dg2).
-constexpr u32 kMaxLogParts = 2;
-
 // Piece `part` of the 2**log_parts pieces of unit `unit` of entry `e` (units_of(e.rows, e.row_bytes) of
-// them; log_parts 0: the whole unit), on the calling sub-group. A unit of several rows is cut between rows,
-// a unit of one row at 16-byte offsets into it (so that the pieces keep the unit's alignment).
+// them; log_parts 0: the whole unit), on the calling sub-group. Units are cut in 1, 2 or 4 pieces where a
+// launch's last round is dealt in pieces (schedule.h): a full 8 KiB unit's pieces are 2 KiB or more, still a
+// few wide steps of a sub-group (a short unit may leave a piece empty); powers of two, so that cutting takes
+// shifts, not divisions. A unit of several rows is cut between rows, a unit of one row at 16-byte offsets
+// into it (so that the pieces keep the unit's alignment).
 template <class G>
 XSC_FN void copy_unit(const G& g, const Span& e, u32 unit, u32 part, u32 log_parts) {
   const i64 row_bytes = e.row_bytes;

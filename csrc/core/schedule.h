@@ -283,7 +283,7 @@ XSC_FN void run_rows(const G& g, const Source& src) {
   const u32 per_row_phase = per_row % S;
   const auto ends = [&src](u32 i) { return src.units_end(i); };
   u32 phase = 0;  // the sub-group that copies the next copying row's unit 0
-  u32 done = 0;   // units of the copying rows before the next one (one pass only)
+  u32 done = 0;   // units of the copying rows before the next one (read only where rows fit one pass)
   Rounds rounds{~0u, ~0u};
   for (i64 base = 0; base < rows; base += lanes) {
     const bool mine_exists = base + lane < rows;
