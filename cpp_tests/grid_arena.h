@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kernel_provider_jit.h"
 #include "launcher.h"
 
 namespace xsc_grid_test {
@@ -23,6 +24,20 @@ inline int64_t pick(int64_t lo, int64_t hi) { return lo + (int64_t)(rng()() % (u
 // Work-groups per launch: 0 is the launch plan's own grid; then one group, and counts around it, odd ones
 // among them, so that every schedule's round-robin over the sub-groups of several groups is exercised.
 constexpr size_t kGrids[] = {0, 1, 2, 3, 5, 7};
+
+// With an argument N, the kernels every launch uses are built with N aligned loads per work-item
+// (XSC_ALIGNED_LOADS) from a SPIR-V image made here, whatever the device policy gives the CPU device (4):
+// how the kernels of GPUs with 64-byte registers (8) run here. Returns false if they were not.
+inline bool kernels_with_loads_from(int argc, char** argv, sycl::queue& q) {
+  if (argc < 2) return true;
+  const std::string option = std::string("-DXSC_ALIGNED_LOADS=") + argv[1];
+  xsc_sycl::set_device_images({{0, xsc_sycl::spirv_from_source(q.get_context(), q.get_device(), {option})}}, true);
+  xsc_sycl::kernel_launches(q);  // builds them
+  const std::vector<xsc_sycl::KernelBuild> builds = xsc_sycl::kernel_builds();
+  const bool from_image = builds.size() == 1 && builds[0].input == "spirv-image";
+  std::printf("kernels built %s (%s)\n", from_image ? "from the image" : "NOT from the image", option.c_str());
+  return from_image;
+}
 
 inline std::string grid_name(size_t groups) { return groups ? std::to_string(groups) + " groups" : "plan's grid"; }
 

@@ -14,6 +14,10 @@
 
 #include "schedule.h"
 
+#ifndef XSC_ALIGNED_LOADS
+#define XSC_ALIGNED_LOADS 4  // or 8, as the device policy gives (CMakeLists.txt builds both)
+#endif
+
 namespace xsc_test {
 
 using namespace xsc;
@@ -65,7 +69,7 @@ struct HostGroup {
 
 // The Group adapter of the kernel body for lane `lane` of sub-group `sg` of group `group`.
 struct HostLane {
-  static constexpr int kLoads = 4;
+  static constexpr int kAlignedLoads = XSC_ALIGNED_LOADS, kShiftedLoads = 4;
   HostGroup* host;
   Collective* sub;  // the collective of the sub-group it plays
   u32 groups, sgs, group, sg, lane;

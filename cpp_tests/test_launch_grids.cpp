@@ -143,8 +143,9 @@ void copy_states(sycl::queue& q, int64_t requests, bool ids64, size_t groups) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   sycl::queue q{sycl::cpu_selector_v, sycl::property::queue::in_order()};
+  if (!kernels_with_loads_from(argc, argv, q)) return 1;
   std::printf("device: %s\n", q.get_device().get_info<sycl::info::device::name>().c_str());
   check_plan(q);
   for (size_t groups : kGrids) {

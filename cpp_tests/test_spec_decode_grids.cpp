@@ -132,8 +132,9 @@ void run(sycl::queue& q, int mode, bool by_slot, bool counts, bool copy_rest, si
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   sycl::queue q{sycl::cpu_selector_v, sycl::property::queue::in_order()};
+  if (!kernels_with_loads_from(argc, argv, q)) return 1;
   int cases = 0;
   for (size_t groups : kGrids)
     for (int mode : {xsc::kSpecPostprocess, xsc::kSpecPostprocessPrecomputed, xsc::kSpecPrecopy})

@@ -18,7 +18,7 @@ spec = importlib.util.spec_from_file_location("baseline_tree", ROOT / "scripts" 
 baseline_tree = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(baseline_tree)
 
-BUILT = shutil.ignore_patterns("*.so", "_build_info.py", "kernels.spv", "__pycache__")  # build outputs linked in
+BUILT = shutil.ignore_patterns("*.so", "_build_info.py", "kernels*.spv*", "__pycache__")  # build outputs linked in
 
 
 @pytest.fixture(scope="module")

@@ -29,20 +29,34 @@ _spec.loader.exec_module(first_copy)
 run_child = first_copy.run_child
 
 
-def test_the_wheel_ships_the_image_of_its_own_kernel_source():
-    image, info = device_image.shipped_image(), device_image.shipped_info()
-    assert image is not None and info is not None, "no kernels.spv beside the package: setup.py did not make it"
+@pytest.mark.parametrize("loads", list(device_image.IMAGE_NAMES))
+def test_the_wheel_ships_the_images_of_its_own_kernel_source(loads):
+    image, info = device_image.shipped_image(loads), device_image.shipped_info()
+    name = device_image.IMAGE_NAMES[loads]
+    assert image is not None and info is not None, f"no {name} beside the package: setup.py did not make it"
     assert image[:4] == device_image.SPIRV_MAGIC
     assert info["source_digest"] == _loader._sycl_module.kernel_source_digest()
-    assert info["sha256"] == hashlib.sha256(image).hexdigest() and info["bytes"] == len(image)
+    recorded = info["images"][str(loads)]
+    assert recorded == {"file": name, "sha256": hashlib.sha256(image).hexdigest(), "bytes": len(image)}
+    other = device_image.shipped_image(12 - loads)
+    assert image != other, "the two images hold the same kernels"
 
 
 def test_with_the_cache_off_the_kernels_come_from_the_image():
     result, _ = run_child(XPU_STATE_COPY_DEVICE_IMAGE="auto", SYCL_CACHE_PERSISTENT="0")
     print(f"process start to first copy, from the image, cache off: {result['seconds']:.1f} s")
     assert result["correct"]
-    assert [b["input"] for b in result["builds"]] == ["spirv-image"], result["builds"]
+    assert [(b["input"], b["aligned_loads"]) for b in result["builds"]] == [("spirv-image", 4)], result["builds"]
     assert result["status"]["preferred"]
+
+
+def test_the_8_load_image_copies_on_the_cpu_device():
+    """The image of GPUs with 64-byte registers, which the policy never gives the CPU device, run there as a
+    user's file (the copy tests run it whole: test_8_load_kernels.py)."""
+    path = device_image.HERE / device_image.IMAGE_NAMES[8]
+    result, _ = run_child(XPU_STATE_COPY_DEVICE_IMAGE=str(path))
+    assert result["correct"]
+    assert [(b["input"], b["aligned_loads"]) for b in result["builds"]] == [("spirv-image", 0)], result["builds"]
 
 
 def test_one_process_fills_the_persistent_cache(tmp_path):
@@ -82,8 +96,8 @@ class FakeModule:
     def kernel_source_digest(self):
         return self.digest
 
-    def set_device_image(self, spirv, preferred):
-        self.image = (len(spirv), preferred)
+    def set_device_images(self, images, preferred):
+        self.image = ({loads: len(spirv) for loads, spirv in images.items()}, preferred)
 
 
 @pytest.mark.parametrize("mode, cache, preferred", [("auto", "1", False), ("auto", "0", True), ("on", "1", True)])
@@ -92,7 +106,8 @@ def test_the_policy_hands_over_the_image(monkeypatch, mode, cache, preferred):
     monkeypatch.setenv("SYCL_CACHE_PERSISTENT", cache)
     module = FakeModule(device_image.shipped_info()["source_digest"])
     device_image.configure(module)
-    assert module.image == (device_image.shipped_info()["bytes"], preferred)
+    sizes = {int(loads): image["bytes"] for loads, image in device_image.shipped_info()["images"].items()}
+    assert sizes.keys() == {4, 8} and module.image == (sizes, preferred)
 
 
 def test_off_and_a_foreign_image_hand_over_nothing(monkeypatch):

@@ -4,8 +4,8 @@
 //
 // Written for Intel GPUs first: a 16-byte word is four 32-bit values (dg2 has no native 64-bit integer
 // arithmetic, and 32-bit lanes are what a GRF holds), indices within a piece are 32-bit, and a work-item
-// keeps G::kLoads words in flight and nothing else across a step, so that IGC keeps everything in registers
-// (no spill, no scratch: tests/test_device_compile.py). Addresses are uint64_t: XPU pointers have bit 63 set.
+// keeps a step's words in flight (G::kAlignedLoads or G::kShiftedLoads) and nothing else across it, so that
+// IGC keeps everything in registers (no spill, no scratch: tests/test_device_compile.py). Addresses are uint64_t: XPU pointers have bit 63 set.
 #pragma once
 
 #if defined(__CUDACC__)
@@ -100,41 +100,40 @@ XSC_FN Word16 sg_shuffle_word(const G& g, const Word16& v, u32 from) {
   return Word16{g.sg_shuffle(v.x, from), g.sg_shuffle(v.y, from), g.sg_shuffle(v.z, from), g.sg_shuffle(v.w, from)};
 }
 
-// `count` 16-byte words to an aligned `dst` from `src`, which is aligned too (k == 0) or k = src mod 16
-// bytes past a boundary. A step is G::kLoads words per work-item, all loaded before any is stored. Lane l
-// of slot u copies word i = base + u * lanes + l. For k > 0 each destination word merges the aligned source
-// words s[i] and s[i + 1]: a lane loads only s[i] and takes s[i + 1] from the next lane (the last lane from
-// lane 0's word of the next slot, or, for the step's last slot, loads the word after the step itself), so
-// every source word is loaded once, as a full 16-byte access, and no load touches a word outside
-// s[0 .. count] (the bytes of [src, src + 16 * count)).
+// `count` 16-byte words to an aligned `d` from the aligned words s[0 ..]: steps of kLoads words per
+// work-item, all loaded before any is stored; lane l of slot u copies word i = base + u * lanes + l.
+// kShifted: the source is k = 1..15 bytes past s, and each destination word merges the source words s[i]
+// and s[i + 1]: a lane loads only s[i] and takes s[i + 1] from the next lane (the last lane from lane 0's
+// word of the next slot, or, for the step's last slot, loads the word after the step itself), so every
+// source word is loaded once, as a full 16-byte access, and no load touches a word outside s[0 .. count]
+// (the words holding [src, src + 16 * count)).
 // With `ordered` the range may overlap itself: the steps go in the safe direction and a sub-group barrier
 // separates each step's loads from its stores. Every read of a step precedes that barrier, and the word read
 // past the step holds only bytes the safe direction has not written yet or bytes the merge drops.
-// Every lane of the sub-group calls it together (shuffles, barriers).
-template <class G>
-XSC_FN void sg_copy_words(const G& g, u64 src, u64 dst, int count, bool ordered) {
-  constexpr int kLoads = G::kLoads;
-  const int k = (int)(src & 15u);
-  const XSC_GLOBAL Word16* s = (const XSC_GLOBAL Word16*)(src - (u64)k);
-  XSC_GLOBAL Word16* d = (XSC_GLOBAL Word16*)dst;
+template <int kLoads, bool kShifted, class G>
+XSC_FN void sg_copy_word_steps(const G& g, const XSC_GLOBAL Word16* s, XSC_GLOBAL Word16* d, int count, int k,
+                               bool backward, bool ordered) {
   const int lanes = (int)g.sg_size(), lane = (int)g.sg_lane();
   const bool last_lane = lane == lanes - 1;
   const u32 next_lane = last_lane ? 0u : (u32)lane + 1u;
   const int step = lanes * kLoads;
   const int steps = (count + step - 1) / step;
-  const bool backward = ordered && dst > src;
+  // The last word a step needs. Past it a lane loads that word again instead of branching around the load
+  // (a load per lane either way; no branch and no phi per word, which keeps the module small).
+  const int last = kShifted ? count : count - 1;
   for (int n = 0; n < steps; ++n) {
     const int base = (backward ? steps - 1 - n : n) * step;
     Word16 v[kLoads];
 #pragma unroll
     for (int u = 0; u < kLoads; ++u) {
       const int i = base + u * lanes + lane;
-      v[u] = Word16{0, 0, 0, 0};
-      if (i < count || (k != 0 && i == count)) v[u] = load_word(s + i);
+      v[u] = load_word(s + (i < last ? i : last));
     }
-    if (k != 0) {
-      Word16 after = {0, 0, 0, 0};  // s[base + step], which the step's last word needs when it is < count
-      if (last_lane && base + step <= count) after = load_word(s + base + step);
+    if (kShifted) {
+      // s[base + step], which the step's last word needs when it is < count (else any word: unused).
+      const int past = base + step;
+      Word16 after = {0, 0, 0, 0};
+      if (last_lane) after = load_word(s + (past < last ? past : last));
 #pragma unroll
       for (int u = 0; u < kLoads; ++u) {
         // Lane 0 sends the last lane its word of the next slot; every other lane its word of this one.
@@ -155,6 +154,23 @@ XSC_FN void sg_copy_words(const G& g, u64 src, u64 dst, int count, bool ordered)
       if (i < count) store_word(d + i, v[u]);
     }
   }
+}
+
+// `count` 16-byte words to an aligned `dst` from `src`, aligned too or k = src mod 16 bytes past a
+// boundary. An aligned source keeps G::kAlignedLoads words in flight per work-item; a shifted one
+// G::kShiftedLoads, since each of its words also holds its merge's neighbour and temporaries (on dg2 and
+// mtl, where a sub-group's 32-bit value takes two 32-byte registers, eight shifted words spill).
+// Every lane of the sub-group calls it together (shuffles, barriers).
+template <class G>
+XSC_FN void sg_copy_words(const G& g, u64 src, u64 dst, int count, bool ordered) {
+  const int k = (int)(src & 15u);
+  const XSC_GLOBAL Word16* s = (const XSC_GLOBAL Word16*)(src - (u64)k);
+  XSC_GLOBAL Word16* d = (XSC_GLOBAL Word16*)dst;
+  const bool backward = ordered && dst > src;
+  if (k == 0)
+    sg_copy_word_steps<G::kAlignedLoads, false>(g, s, d, count, k, backward, ordered);
+  else
+    sg_copy_word_steps<G::kShiftedLoads, true>(g, s, d, count, k, backward, ordered);
 }
 
 // `count` bytes (a piece's head or tail, below 16), one per work-item per step; `ordered` as above.

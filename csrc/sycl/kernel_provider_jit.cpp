@@ -1,14 +1,17 @@
 // sycl-jit: the kernels are built at run time by SYCL's kernel compiler (sycl_ext_oneapi_kernel_compiler)
-// the first time a device needs them, from one of two inputs:
+// the first time a device needs them, with the aligned loads the device policy gives it (aligned_loads_for),
+// from one of two inputs:
 //  - the SYCL source embedded in the library at build time (kernel_sources.inc);
-//  - the SPIR-V device image made from that same source when the wheel was built, which is the module CI
-//    compiles with Intel's offline GPU compiler (ocloc). The Python package hands it over and decides when
-//    it is preferred (device_image.py); a failed image build falls back to the source with one log line.
+//  - the SPIR-V device image of that count made from that same source when the wheel was built, which is
+//    a module CI compiles with Intel's offline GPU compiler (ocloc). The Python package hands the images
+//    over and decides when they are preferred (device_image.py); a failed image build falls back to the
+//    source with one log line.
 // SYCL's persistent cache (SYCL_CACHE_PERSISTENT=1, which the Python package turns on unless told
 // otherwise) keeps what the source path builds, so a later process loads it in under a second; for SPIR-V
 // input it keeps nothing, and the device's compiler translates the module again in every process.
 #include "kernel_provider_jit.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <mutex>
@@ -32,14 +35,23 @@ std::mutex& state_mutex() {
   return m;
 }
 
-struct DeviceImage {
-  std::vector<std::byte> spirv;
+struct DeviceImages {
+  std::map<int, std::vector<std::byte>> by_loads;  // 0: one image for every device
   bool preferred = false;  // false: only for a device that cannot compile SYCL source
 };
 
-DeviceImage& device_image() {
-  static auto* image = new DeviceImage();
-  return *image;
+DeviceImages& device_images() {
+  static auto* images = new DeviceImages();
+  return *images;
+}
+
+// The image for a device the policy gives `loads`, and the loads it was built with (0: unknown).
+std::pair<const std::vector<std::byte>*, int> image_for(const DeviceImages& images, int loads) {
+  for (int key : {0, loads, 4}) {
+    const auto found = images.by_loads.find(key);
+    if (found != images.by_loads.end() && !found->second.empty()) return {&found->second, key};
+  }
+  return {nullptr, loads};
 }
 
 std::vector<KernelBuild>& builds() {
@@ -110,9 +122,18 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 const char* kernel_origin() { return "sycl-jit"; }
 
-void set_device_image(std::vector<std::byte> spirv, bool preferred) {
+int aligned_loads_for(bool gpu, const std::vector<size_t>& sub_group_sizes) {
+  const bool narrow_registers = std::find(sub_group_sizes.begin(), sub_group_sizes.end(), 8) != sub_group_sizes.end();
+  return gpu && !narrow_registers ? 8 : 4;
+}
+
+int aligned_loads_for(const sycl::device& device) {
+  return aligned_loads_for(device.is_gpu(), device.get_info<sycl::info::device::sub_group_sizes>());
+}
+
+void set_device_images(std::map<int, std::vector<std::byte>> images, bool preferred) {
   std::lock_guard<std::mutex> lock(state_mutex());
-  device_image() = DeviceImage{std::move(spirv), preferred};
+  device_images() = DeviceImages{std::move(images), preferred};
 }
 
 std::vector<KernelBuild> kernel_builds() {
@@ -121,26 +142,28 @@ std::vector<KernelBuild> kernel_builds() {
 }
 
 Kernels build_kernels(const sycl::context& context, sycl::device device) {
-  DeviceImage image;
+  DeviceImages images;
   {
     std::lock_guard<std::mutex> lock(state_mutex());
-    image = device_image();
+    images = device_images();
   }
   const std::string name = device.get_info<sycl::info::device::name>();
+  const int loads = aligned_loads_for(device);
+  const auto [image, image_loads] = image_for(images, loads);
   const bool from_image =
-      !image.spirv.empty() && (image.preferred || !device.ext_oneapi_can_compile(syclexp::source_language::sycl));
-  const auto record = [&](const char* input, std::chrono::steady_clock::time_point start, std::string note) {
+      image != nullptr && (images.preferred || !device.ext_oneapi_can_compile(syclexp::source_language::sycl));
+  const auto record = [&](const char* input, int built_loads, std::chrono::steady_clock::time_point start,
+                          std::string note) {
     std::lock_guard<std::mutex> lock(state_mutex());
-    builds().push_back(KernelBuild{name, input, seconds_since(start), std::move(note)});
+    builds().push_back(KernelBuild{name, input, built_loads, seconds_since(start), std::move(note)});
   };
   std::string why_source;
   if (from_image) {
     const auto start = std::chrono::steady_clock::now();
     try {
-      auto bundle =
-          syclexp::create_kernel_bundle_from_source(context, syclexp::source_language::spirv, image.spirv);
+      auto bundle = syclexp::create_kernel_bundle_from_source(context, syclexp::source_language::spirv, *image);
       Kernels k = kernels_from(syclexp::build(bundle, std::vector<sycl::device>{device}), "__sycl_kernel_");
-      record("spirv-image", start, image.preferred ? "" : "the device cannot compile SYCL source");
+      record("spirv-image", image_loads, start, images.preferred ? "" : "the device cannot compile SYCL source");
       return k;
     } catch (const std::exception& e) {
       why_source = std::string("the SPIR-V device image failed to build: ") + e.what();
@@ -149,16 +172,19 @@ Kernels build_kernels(const sycl::context& context, sycl::device device) {
     }
   }
   const auto start = std::chrono::steady_clock::now();
+  const std::string loads_option = "-DXSC_ALIGNED_LOADS=" + std::to_string(loads);
+  std::vector<std::string> options = kRuntimeBuildOptions;
+  options.push_back(loads_option);
   try {
-    Kernels k = kernels_from(built_from_source(context, device, kRuntimeBuildOptions), "");
-    record("sycl-source", start, why_source);
+    Kernels k = kernels_from(built_from_source(context, device, options), "");
+    record("sycl-source", loads, start, why_source);
     return k;
   } catch (const CacheReadError& e) {
     // Without kRuntimeBuildOptions the front end makes other SPIR-V bytes, which the cache keys apart from
     // the entry it cannot read: the copy works, and the warning says how to stop paying for it.
     std::fprintf(stderr, "%s; until then each process builds them once more with other options\n", e.what());
-    Kernels k = kernels_from(built_from_source(context, device), "");
-    record("sycl-source", start, "a persistent kernel cache entry could not be read");
+    Kernels k = kernels_from(built_from_source(context, device, {loads_option}), "");
+    record("sycl-source", loads, start, "a persistent kernel cache entry could not be read");
     return k;
   }
 }

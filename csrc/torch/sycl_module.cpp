@@ -5,6 +5,7 @@
 #include <torch/extension.h>
 
 #include <cstring>
+#include <map>
 
 #include "kernel_provider_jit.h"
 #include "kernel_launches_py.h"
@@ -20,14 +21,22 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   }, "Name of the SYCL CPU device (raises when there is none).");
   m.def("kernel_source_digest", &xsc_sycl::kernel_source_digest,
         "Fingerprint of the kernel source embedded in this library.");
-  m.def("set_device_image", [](py::bytes spirv, bool preferred) {
-    const std::string text = spirv;
-    std::vector<std::byte> image(text.size());
-    std::memcpy(image.data(), text.data(), text.size());
-    xsc_sycl::set_device_image(std::move(image), preferred);
-  }, py::arg("spirv"), py::arg("preferred"),
-     "SPIR-V the kernels may be built from (b'': source only); preferred: tried before the source for every "
-     "device, else only where the device cannot compile SYCL source.");
+  m.def("set_device_images", [](const std::map<int, py::bytes>& images, bool preferred) {
+    std::map<int, std::vector<std::byte>> copies;
+    for (const auto& [loads, spirv] : images) {
+      const std::string text = spirv;
+      copies[loads].resize(text.size());
+      std::memcpy(copies[loads].data(), text.data(), text.size());
+    }
+    xsc_sycl::set_device_images(std::move(copies), preferred);
+  }, py::arg("images"), py::arg("preferred"),
+     "SPIR-V the kernels may be built from, by aligned loads ({4: ..., 8: ...}; {0: ...}: one image for every "
+     "device; {}: source only); preferred: tried before the source for every device, else only where the "
+     "device cannot compile SYCL source.");
+  m.def("aligned_loads_for", [](bool gpu, const std::vector<size_t>& sub_group_sizes) {
+    return xsc_sycl::aligned_loads_for(gpu, sub_group_sizes);
+  }, py::arg("gpu"), py::arg("sub_group_sizes"),
+     "The aligned 16-byte loads per work-item the kernels are built with for such a device (the device policy).");
   m.def("spirv_from_source", [](const std::vector<std::string>& options) {
     std::vector<std::byte> spirv;
     {
@@ -49,10 +58,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       py::dict d;
       d["device"] = b.device;
       d["input"] = b.input;
+      d["aligned_loads"] = b.aligned_loads;
       d["seconds"] = b.seconds;
       d["note"] = b.note;
       out.append(d);
     }
     return out;
-  }, "How this process obtained each device's kernels: device, input, seconds, note.");
+  }, "How this process obtained each device's kernels: device, input, aligned_loads, seconds, note.");
 }

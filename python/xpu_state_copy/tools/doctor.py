@@ -258,10 +258,13 @@ def _text(report):
         lines.append(f"  {launch['kernel']}: {launch['groups']} work-groups of {launch['local']} (from {source})")
     image = report.get("device_image", {})
     shipped = image.get("shipped")
-    lines.append(f"device image         {'%d B of SPIR-V' % shipped['bytes'] if shipped else 'none shipped'}; "
+    sizes = ", ".join(f"{i['bytes']} B of SPIR-V with {loads} aligned loads" for loads, i in
+                      sorted((shipped or {}).get("images", {}).items()))
+    lines.append(f"device images        {sizes or 'none shipped'}; "
                  f"{image.get('status', {}).get('reason', image.get('error'))}")
     for build in image.get("builds", []):
-        lines.append(f"  kernels for {build['device']}: from {build['input']} in {build['seconds']:.2f} s"
+        loads = f"{build['aligned_loads']} aligned loads" if build["aligned_loads"] else "a user's image"
+        lines.append(f"  kernels for {build['device']}: {loads}, from {build['input']} in {build['seconds']:.2f} s"
                      + (f" ({build['note']})" if build["note"] else ""))
     lines += [f"PROBLEM: {p}" for p in report["problems"]] or ["no problem found"]
     return "\n".join(lines)
