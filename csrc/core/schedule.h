@@ -118,6 +118,12 @@ struct Rounds {
     if (rank >= tail << log_parts) return Rounds{whole, ~0u};
     return Rounds{whole, (whole + (rank >> log_parts)) << 4 | log_parts << 2 | (rank & ((1u << log_parts) - 1))};
   }
+  // The position of the caller's piece (when piece != ~0u), and which part of how many it is.
+  XSC_FN u32 piece_at(u32* part, u32* log_parts) const {
+    *part = piece & 3u;
+    *log_parts = (piece >> 2) & 3u;
+    return piece >> 4;
+  }
 };
 
 // The rest of a short batch (after the direct slots), as one sub-group sees it. Sub-groups are ranked
@@ -166,9 +172,7 @@ struct ShortRest {
     } else if (rounds.piece == ~0u) {
       return false;
     } else {
-      c = rounds.piece >> 4;
-      *part = rounds.piece & 3u;
-      *log_parts = (rounds.piece >> 2) & 3u;
+      c = rounds.piece_at(part, log_parts);
       rounds.piece = ~0u;
     }
     const u32 k = c < S - busy ? c : c - busy;  // the rest unit at position c
@@ -296,11 +300,9 @@ XSC_FN void run_rows(const G& g, const Source& src) {
                       (int)g.sg_shuffle((u32)mine.c, l), (int)g.sg_shuffle((u32)mine.d, l)};
       for (u32 k = first_of(w, phase, S), part = 0, log_parts = 0; log_parts == 0; k += S) {
         if (k >= per_row || done + k >= rounds.whole_end) {  // this row's whole units are copied
-          const u32 at = rounds.piece >> 4;  // its piece of the last round, if that lies in this row
+          const u32 at = rounds.piece_at(&part, &log_parts);  // its piece of the last round, if in this row
           if (rounds.piece == ~0u || at < done || at - done >= per_row) break;
           k = at - done;
-          part = rounds.piece & 3u;
-          log_parts = (rounds.piece >> 2) & 3u;
         }
         const u32 j = find_entry(g, ends, states, k);
         copy_unit(g, src.span(row, j), k - (j > 0 ? src.units_end(j - 1) : 0u), part, log_parts);
