@@ -12,8 +12,9 @@ Which modules are built depends on what this machine has:
 Environment: XPU_STATE_COPY_BUILD_CUDA / XPU_STATE_COPY_BUILD_SYCL = 0 or 1 force a part off or on;
 XPU_STATE_COPY_BUILD_SYCL_AOT=0 builds sycl-jit even where icpx is found (=1: sycl-aot or a build error);
 SYCL_ROOT names the prefix holding include/sycl and lib/libsycl.so (default: this Python's prefix).
-With _sycl_jit, the build also writes the SPIR-V device image (kernels.spv, device_image.py) made on the
-OpenCL CPU device (intel-opencl-rt); XPU_STATE_COPY_BUILD_DEVICE_IMAGE=0 skips it, =1 makes its failure fatal.
+With _sycl_jit, the build also writes the SPIR-V device images (kernels.spv, kernels-8loads.spv,
+device_image.py) made on the OpenCL CPU device (intel-opencl-rt); XPU_STATE_COPY_BUILD_DEVICE_IMAGE=0 skips
+them, =1 makes their failure fatal.
 
 The source lists live in module_sources() alone: tests/test_xpu_compile.py loads this file (without running
 the build below, which sits under __main__) to type-check every translation unit an XPU build compiles.
@@ -110,7 +111,7 @@ TORCH_XPU = hasattr(torch, "xpu") and torch.xpu._is_compiled()
 
 
 def write_device_image(build_lib):
-    """kernels.spv into the built package; without the OpenCL CPU device a warning, unless required."""
+    """The device images into the built package; without the OpenCL CPU device a warning, unless required."""
     if not wanted("DEVICE_IMAGE", True):
         return
     required = os.environ.get("XPU_STATE_COPY_BUILD_DEVICE_IMAGE") is not None  # set, and not 0
@@ -175,8 +176,8 @@ def main():
                               f"BUILD_INFO = {pprint.pformat(info, sort_dicts=True)}\n")
 
     class BuildExtWithDeviceImage(ce.BuildExtension):
-        """After the modules, the SPIR-V device image (device_image.py): the built package, run in a child
-        process, compiles its embedded kernel source on the OpenCL CPU device and writes kernels.spv."""
+        """After the modules, the SPIR-V device images (device_image.py): the built package, run in a child
+        process, compiles its embedded kernel source on the OpenCL CPU device and writes kernels*.spv."""
 
         def __init__(self, dist):
             super().__init__(dist)

@@ -69,7 +69,7 @@ struct HostGroup {
 
 // The Group adapter of the kernel body for lane `lane` of sub-group `sg` of group `group`.
 struct HostLane {
-  static constexpr int kAlignedLoads = XSC_ALIGNED_LOADS, kShiftedLoads = 4;
+  static constexpr int kAlignedLoads = XSC_ALIGNED_LOADS;
   HostGroup* host;
   Collective* sub;  // the collective of the sub-group it plays
   u32 groups, sgs, group, sg, lane;

@@ -38,8 +38,8 @@ def test_the_wheel_ships_the_images_of_its_own_kernel_source(loads):
     assert info["source_digest"] == _loader._sycl_module.kernel_source_digest()
     recorded = info["images"][str(loads)]
     assert recorded == {"file": name, "sha256": hashlib.sha256(image).hexdigest(), "bytes": len(image)}
-    other = device_image.shipped_image(12 - loads)
-    assert image != other, "the two images hold the same kernels"
+    others = [device_image.shipped_image(n) for n in device_image.IMAGE_NAMES if n != loads]
+    assert others and image not in others, "two images hold the same kernels"
 
 
 def test_with_the_cache_off_the_kernels_come_from_the_image():
@@ -122,6 +122,19 @@ def test_off_and_a_foreign_image_hand_over_nothing(monkeypatch):
     assert module.image is None
     monkeypatch.setenv("XPU_STATE_COPY_DEVICE_IMAGE", "/nonexistent/kernels.spv")
     with pytest.warns(RuntimeWarning, match="cannot be read"):
+        device_image.configure(module)
+    assert module.image is None
+
+
+@pytest.mark.parametrize("change, words", [(lambda image: image + b"\0\0\0\0", "does not match its recorded sha256"),
+                                           (lambda image: None, "lacks kernels-8loads.spv")])
+def test_a_changed_or_missing_image_hands_over_nothing(monkeypatch, change, words):
+    shipped = device_image.shipped_image
+    monkeypatch.setattr(device_image, "shipped_image",
+                        lambda loads=4: change(shipped(loads)) if loads == 8 else shipped(loads))
+    monkeypatch.setenv("XPU_STATE_COPY_DEVICE_IMAGE", "on")
+    module = FakeModule(device_image.shipped_info()["source_digest"])
+    with pytest.warns(RuntimeWarning, match=words):
         device_image.configure(module)
     assert module.image is None
 

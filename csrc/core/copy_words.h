@@ -4,8 +4,9 @@
 //
 // Written for Intel GPUs first: a 16-byte word is four 32-bit values (dg2 has no native 64-bit integer
 // arithmetic, and 32-bit lanes are what a GRF holds), indices within a piece are 32-bit, and a work-item
-// keeps a step's words in flight (G::kAlignedLoads or G::kShiftedLoads) and nothing else across it, so that
-// IGC keeps everything in registers (no spill, no scratch: tests/test_device_compile.py). Addresses are uint64_t: XPU pointers have bit 63 set.
+// keeps a step's words in flight (G::kAlignedLoads or kShiftedLoads) and nothing else across it, so that
+// IGC keeps everything in registers (no spill, no scratch: tests/test_device_compile.py). Addresses are
+// uint64_t: XPU pointers have bit 63 set.
 #pragma once
 
 #if defined(__CUDACC__)
@@ -118,8 +119,9 @@ XSC_FN void sg_copy_word_steps(const G& g, const XSC_GLOBAL Word16* s, XSC_GLOBA
   const u32 next_lane = last_lane ? 0u : (u32)lane + 1u;
   const int step = lanes * kLoads;
   const int steps = (count + step - 1) / step;
-  // The last word a step needs. Past it a lane loads that word again instead of branching around the load
-  // (a load per lane either way; no branch and no phi per word, which keeps the module small).
+  // The last source word the copy needs. Past it a lane loads that word again instead of branching around
+  // the load (a load per lane either way; no branch and no phi per word, which keeps the module small).
+  // Only the copy's last step reaches past it, and that step loads the word anyway.
   const int last = kShifted ? count : count - 1;
   for (int n = 0; n < steps; ++n) {
     const int base = (backward ? steps - 1 - n : n) * step;
@@ -156,10 +158,13 @@ XSC_FN void sg_copy_word_steps(const G& g, const XSC_GLOBAL Word16* s, XSC_GLOBA
   }
 }
 
+// Words in flight per work-item from a shifted source, on every device: each also holds its merge's
+// neighbour and temporaries (on dg2 and mtl, where a sub-group's 32-bit value takes two 32-byte registers,
+// eight shifted words spill; on the twin eight measured nothing over four).
+constexpr int kShiftedLoads = 4;
+
 // `count` 16-byte words to an aligned `dst` from `src`, aligned too or k = src mod 16 bytes past a
-// boundary. An aligned source keeps G::kAlignedLoads words in flight per work-item; a shifted one
-// G::kShiftedLoads, since each of its words also holds its merge's neighbour and temporaries (on dg2 and
-// mtl, where a sub-group's 32-bit value takes two 32-byte registers, eight shifted words spill).
+// boundary: G::kAlignedLoads words in flight per work-item (a device policy) or kShiftedLoads.
 // Every lane of the sub-group calls it together (shuffles, barriers).
 template <class G>
 XSC_FN void sg_copy_words(const G& g, u64 src, u64 dst, int count, bool ordered) {
@@ -170,7 +175,7 @@ XSC_FN void sg_copy_words(const G& g, u64 src, u64 dst, int count, bool ordered)
   if (k == 0)
     sg_copy_word_steps<G::kAlignedLoads, false>(g, s, d, count, k, backward, ordered);
   else
-    sg_copy_word_steps<G::kShiftedLoads, true>(g, s, d, count, k, backward, ordered);
+    sg_copy_word_steps<kShiftedLoads, true>(g, s, d, count, k, backward, ordered);
 }
 
 // `count` bytes (a piece's head or tail, below 16), one per work-item per step; `ordered` as above.

@@ -16,7 +16,7 @@
 //   barrier(), sg_barrier(); sg_shuffle(u32, lane); sg_count(bool), sg_min(u32),
 //   sg_exclusive_sum(u32, u32* total): over the sub-group;
 //   exclusive_scan(u32, u32* total): over the work-group; table(): local memory of kTableEntries u32;
-//   kAlignedLoads, kShiftedLoads: 16-byte loads in flight per work-item (copy_words.h).
+//   kAlignedLoads: 16-byte loads in flight per work-item from an aligned source (copy_words.h).
 #pragma once
 
 #include "entry_sources.h"

@@ -9,7 +9,7 @@
 
 // 16-byte loads in flight per thread from an aligned source: the twin times the SYCL kernels of GPUs with
 // 64-byte registers (8, kernel_provider_jit.cpp's aligned_loads_for); -DXSC_ALIGNED_LOADS=4 builds what dg2
-// and mtl run. A shifted source takes 4, as in every SYCL build.
+// and mtl run. A shifted source takes kShiftedLoads (4), as in every SYCL build.
 #ifndef XSC_ALIGNED_LOADS
 #define XSC_ALIGNED_LOADS 8
 #endif
@@ -20,7 +20,7 @@ constexpr int kWarp = 32;
 constexpr int kThreads = (int)xsc::kMaxGroupSize;  // the table schedule's tile is sized for this width
 
 struct CudaGroup {
-  static constexpr int kAlignedLoads = XSC_ALIGNED_LOADS, kShiftedLoads = 4;
+  static constexpr int kAlignedLoads = XSC_ALIGNED_LOADS;
   xsc::u32* local_table;
   xsc::u32* warp_sums;  // kThreads / kWarp partial sums for the group scan
 

@@ -45,9 +45,10 @@ DeviceImages& device_images() {
   return *images;
 }
 
-// The image for a device the policy gives `loads`, and the loads it was built with (0: unknown).
+// The image for a device the policy gives `loads` (a user's file first), and the loads it was built with
+// (0: unknown).
 std::pair<const std::vector<std::byte>*, int> image_for(const DeviceImages& images, int loads) {
-  for (int key : {0, loads, 4}) {
+  for (int key : {0, loads}) {
     const auto found = images.by_loads.find(key);
     if (found != images.by_loads.end() && !found->second.empty()) return {&found->second, key};
   }

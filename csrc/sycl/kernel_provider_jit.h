@@ -26,9 +26,8 @@ struct KernelBuild {
 int aligned_loads_for(bool gpu, const std::vector<size_t>& sub_group_sizes);
 int aligned_loads_for(const sycl::device& device);
 
-// The SPIR-V later builds may start from, by aligned loads (none for a count: that count from the source).
-// `images[4]` serves every device the policy gives 4 and, without `images[8]`, the others too; a user's file
-// is passed as `images[0]`, for every device. `preferred`: tried first for every device;
+// The SPIR-V later builds may start from, by aligned loads (none for a count: that count from the source);
+// a user's file is passed as `images[0]`, for every device. `preferred`: tried first for every device;
 // otherwise only for a device that cannot compile SYCL source (no libsycl-jit). Call before the first copy:
 // a device's kernels are built once.
 void set_device_images(std::map<int, std::vector<std::byte>> images, bool preferred);

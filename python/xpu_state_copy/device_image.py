@@ -56,8 +56,11 @@ def _usable_shipped_images(sycl_module):
     """({loads: bytes}, None) or (None, why not)."""
     info = shipped_info()
     images = {loads: shipped_image(loads) for loads in IMAGE_NAMES}
-    if info is None or any(image is None for image in images.values()):
+    if info is None and all(image is None for image in images.values()):
         return None, "this installation ships no device image (it was built without the OpenCL CPU device)"
+    missing = [IMAGE_NAMES[loads] for loads, image in images.items() if image is None] + [INFO_NAME] * (info is None)
+    if missing:
+        return None, f"this installation lacks {', '.join(missing)} of its device images: reinstall xpu_state_copy"
     digest = sycl_module.kernel_source_digest()
     if info.get("source_digest") != digest:
         return None, (f"the shipped device image was made from other kernel sources ({info.get('source_digest')}, "

@@ -259,7 +259,7 @@ def _text(report):
     image = report.get("device_image", {})
     shipped = image.get("shipped")
     sizes = ", ".join(f"{i['bytes']} B of SPIR-V with {loads} aligned loads" for loads, i in
-                      sorted((shipped or {}).get("images", {}).items()))
+                      sorted((shipped or {}).get("images", {}).items(), key=lambda item: int(item[0])))
     lines.append(f"device images        {sizes or 'none shipped'}; "
                  f"{image.get('status', {}).get('reason', image.get('error'))}")
     for build in image.get("builds", []):
