@@ -50,15 +50,6 @@ def test_with_the_cache_off_the_kernels_come_from_the_image():
     assert result["status"]["preferred"]
 
 
-def test_the_8_load_image_copies_on_the_cpu_device():
-    """The image of GPUs with 64-byte registers, which the policy never gives the CPU device, run there as a
-    user's file (the copy tests run it whole: test_8_load_kernels.py)."""
-    path = device_image.HERE / device_image.IMAGE_NAMES[8]
-    result, _ = run_child(XPU_STATE_COPY_DEVICE_IMAGE=str(path))
-    assert result["correct"]
-    assert [(b["input"], b["aligned_loads"]) for b in result["builds"]] == [("spirv-image", 0)], result["builds"]
-
-
 def test_one_process_fills_the_persistent_cache(tmp_path):
     """The second process on a cache the first one filled loads the first one's device binary: the cache
     then holds one binary. (Its SPIR-V differed once, so the second process stored a binary of its own:

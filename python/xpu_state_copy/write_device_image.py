@@ -16,8 +16,8 @@ from .device_image import IMAGE_NAMES, INFO_NAME
 
 
 def write(directory):
-    """Builds the embedded source on the OpenCL CPU device once per count of aligned loads and writes the images and
-    kernels.spv.json."""
+    """Builds the embedded source on the OpenCL CPU device once per count of aligned loads and writes the
+    images and kernels.spv.json."""
     if _loader._sycl_module is None:
         raise SystemExit(f"no device image: {_loader.sycl_status()[1]}")
     module = _loader._sycl_module
